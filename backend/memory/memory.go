@@ -1,0 +1,240 @@
+// Package memory is an in-process [locker.Locker] for users' unit tests and examples.
+//
+// It needs no set-up: call [New] (or use a zero [Backend]) and pass it to [locker.New]. State is
+// per Backend value: two Backends, or two processes, never see each other's locks. Time is read
+// only through the time package and no goroutine is started, so a Backend works inside a
+// testing/synctest bubble, where lock timeouts and lease expiry run instantly.
+package memory
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/hashlock/locker"
+)
+
+var _ locker.Locker = (*Backend)(nil)
+
+// minSweep is the map size below which expired entries are never swept.
+const minSweep = 32
+
+// Backend is an in-memory [locker.Locker]. Its zero value is ready to use, and it is safe for
+// concurrent use; it must not be copied after first use.
+//
+// Leases expire lazily: a lock acquired at t with a TTL of d is held until just before t+d and
+// free from t+d on. Expired entries are forgotten when next touched, and all at once when the
+// lock map has doubled in size since the previous sweep, so memory stays bounded by about twice
+// the number of live locks.
+type Backend struct {
+	mu    sync.Mutex
+	locks map[string]*entry
+	swept int // len(locks) after the last sweep
+	subs  map[string]map[chan struct{}]struct{}
+}
+
+type entry struct {
+	owner   string
+	holds   int
+	expires time.Time
+}
+
+// New returns an empty Backend, ready to use.
+func New() *Backend { return &Backend{} }
+
+// Acquire creates the lock on key for owner with a lease of ttl (rounded up to a whole
+// millisecond) and reports Holds == 1, or, when owner already holds key, adds a hold, resets the
+// lease to ttl and reports the new hold count. When another owner holds key it changes nothing
+// and reports Holds == 0 with the holder's remaining lease in TTL. A ttl <= 0 is refused with an
+// error wrapping [locker.ErrInvalid].
+func (b *Backend) Acquire(ctx context.Context, key, owner string, ttl time.Duration) (locker.Acquisition, error) {
+	if err := ctx.Err(); err != nil {
+		return locker.Acquisition{}, err
+	}
+	ttl, err := roundTTL("acquire", key, ttl)
+	if err != nil {
+		return locker.Acquisition{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	switch e := b.live(key, now); {
+	case e == nil:
+		if b.locks == nil {
+			b.locks = make(map[string]*entry)
+		}
+		b.locks[key] = &entry{owner: owner, holds: 1, expires: now.Add(ttl)}
+		b.sweep(now)
+		return locker.Acquisition{Holds: 1}, nil
+	case e.owner == owner:
+		e.holds++
+		e.expires = now.Add(ttl)
+		return locker.Acquisition{Holds: e.holds}, nil
+	default:
+		return locker.Acquisition{TTL: e.expires.Sub(now)}, nil
+	}
+}
+
+// Release removes one of owner's holds on key and reports how many remain, leaving the lease as
+// it is. At zero the lock is deleted and every subscriber of key is notified. When owner does
+// not hold key (never did, expired, or forced away) it changes nothing and returns an error
+// wrapping [locker.ErrNotHeld].
+func (b *Backend) Release(ctx context.Context, key, owner string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.live(key, time.Now())
+	if e == nil || e.owner != owner {
+		return 0, fmt.Errorf("memory: release %q: %w", key, locker.ErrNotHeld)
+	}
+	e.holds--
+	if e.holds == 0 {
+		delete(b.locks, key)
+		b.notify(key)
+	}
+	return e.holds, nil
+}
+
+// Renew resets the lease of each entry of batch whose owner holds its key to that entry's TTL
+// (rounded up to a whole millisecond), all under one lock. The result has one error per entry:
+// nil when renewed, an error wrapping [locker.ErrNotHeld] when the owner does not hold the key
+// (another owner's lock is never touched), or one wrapping [locker.ErrInvalid] for a TTL <= 0.
+// When ctx has ended, every entry gets ctx.Err() and nothing is renewed.
+func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
+	errs := make([]error, len(batch))
+	if err := ctx.Err(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	for i, r := range batch {
+		ttl, err := roundTTL("renew", r.Key, r.TTL)
+		if err != nil {
+			errs[i] = err
+		} else if e := b.live(r.Key, now); e != nil && e.owner == r.Owner {
+			e.expires = now.Add(ttl)
+		} else {
+			errs[i] = fmt.Errorf("memory: renew %q: %w", r.Key, locker.ErrNotHeld)
+		}
+	}
+	return errs
+}
+
+// Inspect reports whether key is held, the holder's hold count and the exact remaining lease
+// (always > 0 for a held key). The zero State means key is free. It changes no lock.
+func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error) {
+	if err := ctx.Err(); err != nil {
+		return locker.State{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	if e := b.live(key, now); e != nil {
+		return locker.State{Locked: true, Holds: e.holds, TTL: e.expires.Sub(now)}, nil
+	}
+	return locker.State{}, nil
+}
+
+// ForceRelease deletes the lock on key whoever holds it and notifies key's subscribers. It
+// reports whether there was a live lock to delete; when there was none, nobody is notified.
+func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.live(key, time.Now()) == nil {
+		return false, nil
+	}
+	delete(b.locks, key)
+	b.notify(key)
+	return true, nil
+}
+
+// Subscribe registers for release notices of key and returns at once with the subscription
+// active. notices has a buffer of one and is sent to without blocking after every Release to
+// zero and every ForceRelease that deleted a lock of key (never on expiry); a notice sent while
+// one is pending is merged into it. cancel ends the subscription: no notice is sent once it has
+// returned. It may be called any number of times, concurrently; it never closes notices. The
+// subscription outlives ctx, which only bounds the call.
+func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	ch := make(chan struct{}, 1)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.subs == nil {
+		b.subs = make(map[string]map[chan struct{}]struct{})
+	}
+	if b.subs[key] == nil {
+		b.subs[key] = make(map[chan struct{}]struct{})
+	}
+	b.subs[key][ch] = struct{}{}
+	cancel := func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if set := b.subs[key]; set != nil {
+			delete(set, ch)
+			if len(set) == 0 {
+				delete(b.subs, key)
+			}
+		}
+	}
+	return ch, cancel, nil
+}
+
+// live returns key's entry if its lease has not run out at now, deleting it if it has.
+func (b *Backend) live(key string, now time.Time) *entry {
+	e := b.locks[key]
+	if e != nil && !now.Before(e.expires) {
+		delete(b.locks, key)
+		return nil
+	}
+	return e
+}
+
+// sweep deletes every expired entry once the map has doubled since the last sweep.
+func (b *Backend) sweep(now time.Time) {
+	if len(b.locks) < 2*max(b.swept, minSweep) {
+		return
+	}
+	for key, e := range b.locks {
+		if !now.Before(e.expires) {
+			delete(b.locks, key)
+		}
+	}
+	b.swept = len(b.locks)
+}
+
+// notify sends a notice to every subscriber of key without blocking.
+func (b *Backend) notify(key string) {
+	for ch := range b.subs[key] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// roundTTL rounds ttl up to a whole millisecond, refusing ttl <= 0.
+func roundTTL(op, key string, ttl time.Duration) (time.Duration, error) {
+	if ttl <= 0 {
+		return 0, fmt.Errorf("memory: %s %q: ttl %v: %w", op, key, ttl, locker.ErrInvalid)
+	}
+	if r := ttl % time.Millisecond; r != 0 {
+		if ttl > math.MaxInt64-time.Millisecond {
+			return ttl - r, nil // rounding up would overflow
+		}
+		ttl += time.Millisecond - r
+	}
+	return ttl, nil
+}

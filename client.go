@@ -1,0 +1,303 @@
+package locker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// A Client locks keys on one backend. It generates owner tokens, carries ownership in contexts
+// for re-entry, waits for locks (woken by release notices, with a retry strategy as fallback),
+// and runs one watchdog that renews every lease it handed out. Create it with New, share it
+// between goroutines, and Close it when done. The zero Client is not usable.
+type Client struct {
+	backend Locker
+	cfg     config
+	done    chan struct{} // closed by Close
+	ctx     context.Context
+	stopCtx context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	held   map[holdID]*hold // every (key, owner) this Client holds leases of
+	seq    uint64           // counts confirmed lease resets, for hold.confirm
+	wd     watchdog
+}
+
+// New returns a Client over backend, with opts as the defaults of every call (each call may
+// override them). New never fails: a nil backend or an invalid option makes every call of the
+// Client return an error wrapping ErrInvalid. The Client does not close the backend: its creator
+// owns it.
+func New(backend Locker, opts ...Option) *Client {
+	cfg := defaultConfig().with(opts)
+	if backend == nil {
+		cfg.invalid(fmt.Errorf("%w: nil backend", ErrInvalid))
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	return &Client{
+		backend: backend,
+		cfg:     cfg,
+		done:    make(chan struct{}),
+		ctx:     ctx,
+		stopCtx: stop,
+		held:    make(map[holdID]*hold),
+	}
+}
+
+// Lock obtains the lock on key, waiting as long as it takes. If ctx carries the ownership of key
+// (it is, or derives from, a Lease's context), Lock re-enters: the owner's hold count grows by
+// one, the lease is reset, and it never waits. Otherwise it takes a fresh owner token and tries;
+// while another owner holds the lock it waits for a release notice, or for the shorter of the
+// holder's remaining lease and the retry strategy's next wait, and tries again.
+//
+// It returns an error wrapping ErrNotObtained (a *NotObtainedError) when the retry strategy gives
+// up, or when ctx ends while waiting (then the error also wraps ctx.Err()); ErrInvalid for an
+// empty or too long key, a nil ctx or an invalid option; ErrClosed after Close; and the
+// backend's error, wrapped, when the backend fails.
+func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
+	return c.obtain(ctx, key, opts, true)
+}
+
+// TryLock makes one attempt to obtain (or re-enter) the lock on key, as Lock does, but does not
+// wait: when another owner holds the lock it returns a *NotObtainedError, which wraps
+// ErrNotObtained and reports the holder's remaining lease.
+func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
+	return c.obtain(ctx, key, opts, false)
+}
+
+// Inspect reports whether key is locked, the holder's hold count and its remaining lease, as
+// the backend sees it now (with the Client's key prefix).
+func (c *Client) Inspect(ctx context.Context, key string) (State, error) {
+	full, err := c.check(ctx, key, c.cfg)
+	if err != nil {
+		return State{}, fmt.Errorf("locker: inspect: %w", err)
+	}
+	st, err := c.backend.Inspect(ctx, full)
+	if err != nil {
+		return State{}, fmt.Errorf("locker: inspect %q: %w", key, err)
+	}
+	return st, nil
+}
+
+// ForceUnlock deletes the lock on key whoever holds it, wakes its waiters, and reports whether
+// there was a lock to delete. It is for operators (a holder that is stuck), not for normal
+// release: the holder is not asked. Leases of this Client on key end at once with ErrLockLost;
+// other holders learn of it at their next renewal.
+func (c *Client) ForceUnlock(ctx context.Context, key string) (bool, error) {
+	full, err := c.check(ctx, key, c.cfg)
+	if err != nil {
+		return false, fmt.Errorf("locker: force unlock: %w", err)
+	}
+	removed, err := c.backend.ForceRelease(ctx, full)
+	if err != nil {
+		return false, fmt.Errorf("locker: force unlock %q: %w", key, err)
+	}
+	c.loseKey(full)
+	return removed, nil
+}
+
+// Close stops the watchdog and ends the context of every lease of this Client with cause
+// ErrClosed. It does not release the locks (work may still be running under them): they expire
+// after their TTL unless their Leases are unlocked, which still works after Close. Waiting Locks
+// return ErrClosed. Close leaves no goroutine behind and returns nil; calling it again does
+// nothing.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	close(c.done)
+	c.stopCtx()
+	for _, h := range c.held {
+		h.end(ErrClosed)
+	}
+	c.held = nil
+	c.wd.stop()
+	c.mu.Unlock()
+	c.wd.wait()
+	return nil
+}
+
+// check validates the arguments common to every call and returns the backend key.
+func (c *Client) check(ctx context.Context, key string, cfg config) (string, error) {
+	switch {
+	case ctx == nil:
+		return "", fmt.Errorf("%w: nil context", ErrInvalid)
+	case cfg.err != nil:
+		return "", cfg.err
+	case key == "":
+		return "", fmt.Errorf("%w: empty key", ErrInvalid)
+	case len(cfg.prefix)+len(key) > MaxKeyLen:
+		return "", fmt.Errorf("%w: key of %d bytes is over the limit of %d", ErrInvalid, len(cfg.prefix)+len(key), MaxKeyLen)
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	select {
+	case <-c.done:
+		return "", ErrClosed
+	default:
+	}
+	return cfg.prefix + key, nil
+}
+
+// obtain is Lock (wait == true) and TryLock.
+func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait bool) (*Lease, error) {
+	cfg := c.cfg.with(opts)
+	full, err := c.check(ctx, key, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("locker: lock %q: %w", key, err)
+	}
+	owner := cfg.owner
+	if owner == "" {
+		owner = ownerIn(ctx, full)
+	}
+	fresh := owner == ""
+	if fresh {
+		owner = newOwnerToken()
+	}
+
+	var (
+		retries  int
+		notices  <-chan struct{}
+		listened bool
+		timer    *time.Timer
+	)
+	for {
+		var seq uint64
+		if !fresh {
+			seq = c.opStart(full, owner)
+		}
+		sent := time.Now()
+		res, err := c.backend.Acquire(ctx, full, owner, cfg.ttl)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, &NotObtainedError{Key: key, Err: ctx.Err()}
+			}
+			return nil, fmt.Errorf("locker: lock %q: %w", key, err)
+		}
+		if res.Acquired() {
+			return c.register(ctx, key, full, owner, cfg, res.Holds, seq, sent)
+		}
+		refused := &NotObtainedError{Key: key, TTL: res.TTL}
+		if !wait {
+			return nil, refused
+		}
+		backoff, ok := cfg.retry.Backoff(retries)
+		if !ok {
+			return nil, refused
+		}
+		if !listened {
+			// Subscribe only once refused, so an uncontended Lock costs one round trip, then try
+			// again at once: a release between the refusal and the subscription sent no notice
+			// to us. A backend without notices (or a failed subscription) leaves timers only.
+			listened = true
+			ch, cancel, err := c.backend.Subscribe(ctx, full)
+			if err == nil {
+				defer cancel()
+				notices = ch
+				continue
+			}
+			if ctx.Err() != nil {
+				refused.Err = ctx.Err()
+				return nil, refused
+			}
+		}
+		retries++
+		if res.TTL > 0 && res.TTL < backoff {
+			backoff = res.TTL
+		}
+		if timer == nil {
+			timer = time.NewTimer(max(backoff, 0))
+			defer timer.Stop()
+		} else {
+			timer.Reset(max(backoff, 0))
+		}
+		select {
+		case <-notices:
+		case <-timer.C:
+		case <-ctx.Done():
+			refused.Err = ctx.Err()
+			return nil, refused
+		case <-c.done:
+			return nil, fmt.Errorf("locker: lock %q: %w", key, ErrClosed)
+		}
+	}
+}
+
+// register records a granted hold: it makes the Lease and its context and hands the hold to the
+// watchdog. sent is when the Acquire was sent, seq what opStart returned before it.
+func (c *Client) register(ctx context.Context, key, full, owner string, cfg config, holds int, seq uint64, sent time.Time) (*Lease, error) {
+	l := &Lease{
+		client: c, key: key, fullKey: full, owner: owner,
+		holds: holds, ttl: cfg.ttl, renew: cfg.renew, outer: outerLease(ctx),
+	}
+	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(ctx, ownershipKey{}, l))
+	if !cfg.renew {
+		l.ctx, l.stop = context.WithDeadlineCause(l.ctx, validUntil(sent, cfg.ttl), ErrLockLost)
+	}
+
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		l.end(ErrClosed)
+		// Give back what was just acquired: nobody will unlock it.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ttl)
+		defer cancel()
+		_, _ = c.backend.Release(rctx, full, owner)
+		return nil, fmt.Errorf("locker: lock %q: %w", key, ErrClosed)
+	}
+	id := holdID{full, owner}
+	h := c.held[id]
+	if h == nil {
+		h = &hold{id: id}
+		c.held[id] = h
+	}
+	l.hold = h
+	h.add(l)
+	c.seq++
+	h.confirm(seq, c.seq, sent, cfg.ttl)
+	c.wd.arm(c, h.due(!c.wd.renewing))
+	c.mu.Unlock()
+	return l, nil
+}
+
+// opStart returns the seq of the hold (full, owner) before an operation that will reset its
+// lease, for hold.confirm; 0 when there is no such hold. A fresh random owner has none.
+func (c *Client) opStart(full, owner string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h := c.held[holdID{full, owner}]; h != nil {
+		return h.seq
+	}
+	return 0
+}
+
+// forget removes an unlocked lease from its hold; the watchdog stops renewing a hold with no
+// lease left.
+func (c *Client) forget(l *Lease) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := l.hold
+	if !h.remove(l) || len(h.leases) > 0 {
+		return
+	}
+	if c.held[h.id] == h {
+		delete(c.held, h.id)
+	}
+}
+
+// loseKey ends every lease of this Client on the backend key full with ErrLockLost.
+func (c *Client) loseKey(full string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, h := range c.held {
+		if id.key == full {
+			delete(c.held, id)
+			h.end(ErrLockLost)
+		}
+	}
+}

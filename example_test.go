@@ -1,0 +1,117 @@
+package locker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/memory"
+)
+
+// Lock a key, work under the lease's context, unlock.
+func Example() {
+	client := locker.New(memory.New(), locker.WithTTL(10*time.Second))
+	defer client.Close()
+
+	lease, err := client.Lock(context.Background(), "invoice:42")
+	if err != nil {
+		fmt.Println("lock:", err)
+		return
+	}
+	defer lease.Unlock()
+
+	// Work under lease.Context(): it ends if the lock is lost.
+	fmt.Println("locked", lease.Key(), "holds:", lease.Holds())
+	// Output: locked invoice:42 holds: 1
+}
+
+// A function that locks can call another that locks the same key: the lease's context carries
+// the ownership, so the inner Lock re-enters instead of waiting for itself.
+func ExampleClient_Lock_reentry() {
+	client := locker.New(memory.New())
+	defer client.Close()
+
+	var settle func(ctx context.Context, depth int)
+	settle = func(ctx context.Context, depth int) {
+		lease, err := client.Lock(ctx, "account:7")
+		if err != nil {
+			fmt.Println("lock:", err)
+			return
+		}
+		defer lease.Unlock()
+		fmt.Println("depth", depth, "holds", lease.Holds())
+		if depth < 3 {
+			settle(lease.Context(), depth+1)
+		}
+	}
+	settle(context.Background(), 1)
+
+	st, _ := client.Inspect(context.Background(), "account:7")
+	fmt.Println("locked after all unlocks:", st.Locked)
+	// Output:
+	// depth 1 holds 1
+	// depth 2 holds 2
+	// depth 3 holds 3
+	// locked after all unlocks: false
+}
+
+// TryLock does not wait: a refusal wraps ErrNotObtained and tells how long the holder's lease
+// has left.
+func ExampleClient_TryLock() {
+	client := locker.New(memory.New(), locker.WithTTL(5*time.Second))
+	defer client.Close()
+	ctx := context.Background()
+
+	held, _ := client.Lock(ctx, "report")
+	defer held.Unlock()
+
+	_, err := client.TryLock(ctx, "report") // a different owner: ctx carries no ownership
+	var refused *locker.NotObtainedError
+	if errors.As(err, &refused) {
+		fmt.Println(errors.Is(err, locker.ErrNotObtained), refused.TTL <= 5*time.Second)
+	}
+	// Output: true true
+}
+
+// Lock waits for the holder; bound the wait with the ctx. The waiter is woken by the release
+// notice as soon as the holder unlocks.
+func ExampleClient_Lock_wait() {
+	client := locker.New(memory.New())
+	defer client.Close()
+
+	holder, _ := client.Lock(context.Background(), "nightly-job")
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		holder.Unlock()
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	waiter, err := client.Lock(ctx, "nightly-job")
+	if err != nil {
+		fmt.Println("gave up:", err)
+		return
+	}
+	defer waiter.Unlock()
+	fmt.Println("got it after the holder unlocked")
+	// Output: got it after the holder unlocked
+}
+
+// A lost lease ends the lease's context with cause ErrLockLost, so work under it can stop.
+func ExampleLease_Context() {
+	client := locker.New(memory.New())
+	defer client.Close()
+	ctx := context.Background()
+
+	lease, _ := client.Lock(ctx, "migration")
+	client.ForceUnlock(ctx, "migration") // an operator removes the lock
+
+	<-lease.Context().Done()
+	fmt.Println(context.Cause(lease.Context()))
+	fmt.Println(errors.Is(lease.Unlock(), locker.ErrNotHeld))
+	// Output:
+	// locker: lock lost
+	// true
+}

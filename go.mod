@@ -1,0 +1,3 @@
+module github.com/hashlock/locker
+
+go 1.26

@@ -1,0 +1,102 @@
+package locker
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// A Lease is one hold on a lock, returned by Lock and TryLock. Release it exactly once with
+// Unlock, typically with defer. A Lease is safe for concurrent use; its methods are nil-safe.
+type Lease struct {
+	client  *Client
+	hold    *hold  // the Client's record of (key, owner), shared by every lease of that pair
+	key     string // as the caller passed it
+	fullKey string // prefix + key, as the backend sees it
+	owner   string
+	holds   int
+	ttl     time.Duration
+	renew   bool
+	outer   *Lease // the lease whose context this one's was derived from, if any
+
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	stop     context.CancelFunc // ends the deadline of a fixed lease; nil when renewed
+	unlocked atomic.Bool
+}
+
+// Key returns the key as it was passed to Lock, without the key prefix.
+func (l *Lease) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.key
+}
+
+// Holds returns the owner's hold count right after this acquisition: 1 for a new lock, 2, 3…
+// when this Lease re-entered a lock its owner already held. It does not change afterwards.
+func (l *Lease) Holds() int {
+	if l == nil {
+		return 0
+	}
+	return l.holds
+}
+
+// Context returns the lease's context. It carries the values of the ctx passed to Lock and the
+// ownership of this lock: Lock or TryLock on this key with this context, or one derived from it,
+// re-enters the lock instead of waiting for it.
+//
+// The context ends when the caller's ctx ends, when this Lease is unlocked (cause
+// context.Canceled), when the hold is lost or may have been (cause ErrLockLost: the watchdog
+// found it gone, or renewals failed until the lease may have expired on the backend by the
+// local clock, with a safety margin; for a fixed lease, just before it expires, which is also its
+// Deadline), or when the Client is closed (cause ErrClosed). Read the cause with context.Cause.
+// Work done under the lock should use this context, and stop when it ends.
+//
+// On a nil Lease it returns a context that has already ended, with cause ErrNotHeld.
+func (l *Lease) Context() context.Context {
+	if l == nil {
+		return notHeldContext
+	}
+	return l.ctx
+}
+
+var notHeldContext = func() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(ErrNotHeld)
+	return ctx
+}()
+
+// Unlock releases this hold: the owner's hold count drops by one, and at zero the lock is free
+// and waiters are woken. It ends the lease's context first, so work derived from it stops before
+// another owner can get the lock. It is bounded by the lease's TTL.
+//
+// A second Unlock of the same Lease returns an error wrapping ErrNotHeld without contacting the
+// backend. When the backend no longer had the hold (it expired or was forced away), Unlock
+// returns an error wrapping ErrNotHeld too: mutual exclusion may have been violated. Unlock
+// works after the Client was closed, as long as the backend still works.
+func (l *Lease) Unlock() error {
+	if l == nil {
+		return fmt.Errorf("locker: unlock of a nil Lease: %w", ErrNotHeld)
+	}
+	if !l.unlocked.CompareAndSwap(false, true) {
+		return fmt.Errorf("locker: unlock %q: already unlocked: %w", l.key, ErrNotHeld)
+	}
+	l.client.forget(l)
+	l.end(nil)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), l.ttl)
+	defer cancel()
+	if _, err := l.client.backend.Release(ctx, l.fullKey, l.owner); err != nil {
+		return fmt.Errorf("locker: unlock %q: %w", l.key, err)
+	}
+	return nil
+}
+
+// end ends the lease's context with cause (nil: context.Canceled).
+func (l *Lease) end(cause error) {
+	l.cancel(cause)
+	if l.stop != nil {
+		l.stop()
+	}
+}

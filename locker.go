@@ -1,0 +1,167 @@
+// Package locker is a reentrant, leased, distributed lock for Go.
+//
+// A lock is a hash per key: one field per owner token, whose value is that owner's hold count. An
+// owner that already holds a key may lock it again (re-enter); the key is free again when every
+// hold has been released, or when its lease (TTL) runs out. While a [Lease] is held, the [Client]'s
+// watchdog renews it, and the lease's context ends the moment the hold is lost or may have been.
+//
+// The package has two layers:
+//
+//   - [Locker] is the contract a storage backend implements: a handful of atomic operations, one
+//     round trip each. Backends live under backend/ (memory, and one per Redis driver), and the
+//     conformance package is that contract made executable.
+//   - [Client] is written once on top of any Locker: owner tokens, re-entry through contexts,
+//     waiting and retries, the watchdog and the lost-lease signal.
+//
+// Start with [New], [Client.Lock] and [Lease.Unlock].
+package locker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Locker is the contract between the [Client] and a storage backend. Every method is one atomic
+// step on the backend (one round trip for a network backend) and must be safe for concurrent use.
+//
+// A lock is identified by its key. It is held by at most one owner at a time; that owner has a
+// hold count of one or more and the key has a lease: the time left before the backend forgets the
+// lock by itself. A key that is not held does not exist on the backend.
+//
+// Durations are whole milliseconds on the backend: an implementation rounds a TTL up to the next
+// millisecond (1.2ms becomes 2ms) and never passes nanoseconds to a store that expects
+// milliseconds. Keys and owners are arbitrary non-empty byte strings; the Client validates them
+// before any call.
+//
+// Errors: an implementation returns ErrNotHeld (or an error wrapping it) where a method says so,
+// the ctx error when ctx ends first, and any other error for a failure whose outcome it cannot
+// know. It never blocks past ctx.
+//
+// The conformance package checks an implementation against this contract; a behaviour it does
+// not check is not guaranteed.
+type Locker interface {
+	// Acquire creates the lock for owner with a lease of ttl, or, when owner already holds it,
+	// adds one hold and resets the lease to ttl (re-entry). It reports the owner's hold count
+	// after the call (1 for a new lock). When another owner holds the key it changes nothing and
+	// reports Holds == 0 with that holder's remaining lease in TTL.
+	Acquire(ctx context.Context, key, owner string, ttl time.Duration) (Acquisition, error)
+
+	// Release removes one of owner's holds on key and reports how many remain. At zero the key is
+	// deleted and a release notice is sent to the key's subscribers. The lease is left as it is
+	// while holds remain. When owner holds no lock on key (it never did, it expired, or it was
+	// forced away) Release changes nothing and returns an error wrapping ErrNotHeld.
+	Release(ctx context.Context, key, owner string) (remaining int, err error)
+
+	// Renew resets the lease of every entry of batch whose owner still holds its key, in one
+	// round trip where the backend allows (a script over many keys, or a pipeline). It never
+	// extends a lock held by any other owner. It returns one error per entry, at the same index:
+	// nil when renewed, an error wrapping ErrNotHeld when the owner no longer holds the key, or
+	// another error when the outcome is unknown.
+	Renew(ctx context.Context, batch []Renewal) []error
+
+	// Inspect reports the state of key: whether it is held, the holder's hold count and the
+	// remaining lease. It changes nothing.
+	Inspect(ctx context.Context, key string) (State, error)
+
+	// ForceRelease deletes the lock on key whoever holds it, sends a release notice, and reports
+	// whether there was a lock to delete.
+	ForceRelease(ctx context.Context, key string) (bool, error)
+
+	// Subscribe starts listening for release notices of key: after every release to zero and
+	// every forced release of key, at least one value is sent on notices (sends never block:
+	// notices that arrive while one is pending are merged). A notice may also be sent without a
+	// release (after a reconnect, say), so the receiver must check the lock again; notices can be
+	// missed, so the receiver must also wake on a timer. Subscribe returns once the subscription
+	// is active, so a release after it returns is noticed. cancel ends the subscription and may
+	// be called more than once. A backend without notices returns an error wrapping
+	// errors.ErrUnsupported, and the Client falls back to timers.
+	Subscribe(ctx context.Context, key string) (notices <-chan struct{}, cancel func(), err error)
+}
+
+// Acquisition is what [Locker.Acquire] reports.
+type Acquisition struct {
+	// Holds is the owner's hold count after the call: 1 for a new lock, 2, 3… after re-entry,
+	// and 0 when the lock was refused because another owner holds it.
+	Holds int
+	// TTL is, when the lock was refused, the holder's remaining lease; 0 when unknown.
+	TTL time.Duration
+}
+
+// Acquired reports whether the call obtained (or re-entered) the lock.
+func (a Acquisition) Acquired() bool { return a.Holds > 0 }
+
+// Renewal is one entry of a [Locker.Renew] batch: reset the lease of Key to TTL if Owner still
+// holds it.
+type Renewal struct {
+	Key   string
+	Owner string
+	TTL   time.Duration
+}
+
+// State describes a lock as [Client.Inspect] and [Locker.Inspect] report it. The zero State is a
+// free key.
+type State struct {
+	// Locked reports whether any owner holds the key.
+	Locked bool
+	// Holds is the current owner's hold count (0 when free).
+	Holds int
+	// TTL is the remaining lease (0 when free).
+	TTL time.Duration
+}
+
+// The sentinel errors. Errors returned by this module wrap them with context; test with
+// [errors.Is].
+var (
+	// ErrNotObtained means the lock is held by another owner and the call gave up: TryLock's
+	// one attempt was refused, Lock's retry strategy ran out, or Lock's ctx ended while waiting
+	// (then the error also wraps ctx.Err()). The error is a *NotObtainedError.
+	ErrNotObtained = errors.New("locker: lock not obtained")
+
+	// ErrNotHeld means the caller does not hold the lock: the Lease was already unlocked, or
+	// the backend no longer has the hold because it expired or was forced away. In the second
+	// case mutual exclusion may have been violated while the caller thought it held the lock.
+	ErrNotHeld = errors.New("locker: lock not held")
+
+	// ErrLockLost is the cause of a lease context that ended because the hold was lost: the
+	// watchdog found it gone, renewals failed until it may have expired, or a fixed lease ran
+	// out. Read it with context.Cause(lease.Context()).
+	ErrLockLost = errors.New("locker: lock lost")
+
+	// ErrClosed is returned by calls on a closed Client, and is the cause of the lease contexts
+	// that Close ended.
+	ErrClosed = errors.New("locker: client closed")
+
+	// ErrInvalid means an argument or option was invalid (empty key, TTL under a millisecond,
+	// nil context, nil backend…). Nothing was sent to the backend.
+	ErrInvalid = errors.New("locker: invalid argument")
+)
+
+// NotObtainedError is the error of a Lock or TryLock that did not get the lock because another
+// owner holds it. It wraps [ErrNotObtained] and, when Lock's ctx ended while waiting, ctx.Err().
+type NotObtainedError struct {
+	// Key is the key as the caller passed it (without the client's key prefix).
+	Key string
+	// TTL is the holder's remaining lease as last seen; 0 when unknown.
+	TTL time.Duration
+	// Err is ctx.Err() when Lock's ctx ended while waiting, nil otherwise.
+	Err error
+}
+
+// Error describes the refusal.
+func (e *NotObtainedError) Error() string {
+	msg := fmt.Sprintf("locker: lock %q not obtained: held by another owner for %v more", e.Key, e.TTL)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns ErrNotObtained and, when set, Err.
+func (e *NotObtainedError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrNotObtained, e.Err}
+	}
+	return []error{ErrNotObtained}
+}

@@ -1,0 +1,113 @@
+package locker
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults and limits of the options.
+const (
+	// DefaultTTL is the lease length when no WithTTL is given.
+	DefaultTTL = 30 * time.Second
+	// MinTTL is the shortest lease accepted: backends count leases in whole milliseconds.
+	MinTTL = time.Millisecond
+	// MaxKeyLen is the longest key accepted, in bytes, key prefix included.
+	MaxKeyLen = 64 << 10
+	// MaxOwnerLen is the longest owner identity accepted by WithOwner, in bytes.
+	MaxOwnerLen = 1 << 10
+)
+
+// defaultRetry is the fallback wait between attempts when no release notice comes: short at
+// first, for locks that are released without a notice, then at most once a second.
+var defaultRetry = ExponentialBackoff(16*time.Millisecond, time.Second)
+
+// An Option configures a Client (as its default, in New) or a single Lock or TryLock call (over
+// the Client's defaults). Options that do not apply to a call are ignored by it.
+type Option func(*config)
+
+// config is the resolved set of options of a Client or of one call.
+type config struct {
+	ttl    time.Duration
+	renew  bool
+	retry  RetryStrategy
+	owner  string
+	prefix string
+	err    error // the first invalid option, reported by every call that uses this config
+}
+
+func defaultConfig() config {
+	return config{ttl: DefaultTTL, renew: true, retry: defaultRetry}
+}
+
+// with returns a copy of c with opts applied.
+func (c config) with(opts []Option) config {
+	for _, opt := range opts {
+		if opt == nil {
+			c.invalid(fmt.Errorf("%w: nil Option", ErrInvalid))
+			continue
+		}
+		opt(&c)
+	}
+	return c
+}
+
+func (c *config) invalid(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// WithTTL sets the lease length: how long the backend keeps a hold without renewal. The watchdog
+// renews a lease every TTL/3, so a holder that stops (crash, partition) blocks others for at most
+// about one TTL. Default DefaultTTL (30s); minimum MinTTL (1ms); it is rounded up to whole
+// milliseconds on the backend.
+func WithTTL(d time.Duration) Option {
+	return func(c *config) {
+		if d < MinTTL {
+			c.invalid(fmt.Errorf("%w: TTL %v is below the minimum of %v", ErrInvalid, d, MinTTL))
+			return
+		}
+		c.ttl = d
+	}
+}
+
+// WithoutRenewal makes the lease fixed: the watchdog does not renew it, the lock expires TTL
+// after it was acquired, and the lease's context ends just before that (see Lease.Context).
+// Default: leases are renewed until Unlock.
+func WithoutRenewal() Option {
+	return func(c *config) { c.renew = false }
+}
+
+// WithRetry sets how long Lock waits between attempts when no release notice wakes it first.
+// Default: ExponentialBackoff(16ms, 1s), with release notices waking waiters at once. TryLock
+// ignores it.
+func WithRetry(s RetryStrategy) Option {
+	return func(c *config) {
+		if err := validateRetry(s); err != nil {
+			c.invalid(err)
+			return
+		}
+		c.retry = s
+	}
+}
+
+// WithOwner sets the owner identity explicitly. Every Lock with the same owner on the same key
+// re-enters the same lock, from any goroutine, Client or process: use it only for deliberately
+// shared ownership, since it gives up the protection of random owner tokens. The identity must be
+// 1 to MaxOwnerLen bytes. Default: the ownership carried by the call's context for that key, or
+// else a fresh 128-bit random token per Lock.
+func WithOwner(id string) Option {
+	return func(c *config) {
+		if id == "" || len(id) > MaxOwnerLen {
+			c.invalid(fmt.Errorf("%w: owner must be 1 to %d bytes, got %d", ErrInvalid, MaxOwnerLen, len(id)))
+			return
+		}
+		c.owner = id
+	}
+}
+
+// WithKeyPrefix puts every key in a namespace: the backend sees prefix+key. Given per call it
+// replaces the Client's prefix for that call. Default: no prefix.
+func WithKeyPrefix(p string) Option {
+	return func(c *config) { c.prefix = p }
+}

@@ -1,0 +1,36 @@
+package locker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+)
+
+// ownershipKey is the context key under which a Lease's context carries its ownership.
+type ownershipKey struct{}
+
+// ownerIn returns the owner that ctx carries for key (the full key, prefix included), or "".
+// Every lease context adds one link to the chain of its parent context, so a context derived
+// from several leases carries the ownership of all of them.
+func ownerIn(ctx context.Context, key string) string {
+	l, _ := ctx.Value(ownershipKey{}).(*Lease)
+	for ; l != nil; l = l.outer {
+		if l.fullKey == key {
+			return l.owner
+		}
+	}
+	return ""
+}
+
+// outerLease returns the innermost lease that ctx carries, or nil.
+func outerLease(ctx context.Context) *Lease {
+	l, _ := ctx.Value(ownershipKey{}).(*Lease)
+	return l
+}
+
+// newOwnerToken returns a fresh 128-bit random owner token, hex-encoded.
+func newOwnerToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error (Go ≥ 1.24).
+	return hex.EncodeToString(b[:])
+}

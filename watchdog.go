@@ -1,0 +1,140 @@
+package locker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// The watchdog is one timer per Client, not a goroutine per lease. When it fires, a short-lived
+// goroutine (tick) ends the leases whose validity ran out and renews, in one Locker.Renew call,
+// every hold that is due or nearly due; then it sets the timer for the next due time. Only one
+// renewal is in flight at a time, but expiries are still enforced while it is.
+type watchdog struct {
+	timer    *time.Timer    // created on first use, inside the caller's synctest bubble if any
+	at       time.Time      // when the timer fires; zero when not armed
+	renewing bool           // a Renew call is in flight
+	ticks    sync.WaitGroup // running ticks, waited for by Close
+}
+
+// arm makes the timer fire at t or earlier. Client.mu is held.
+func (w *watchdog) arm(c *Client, t time.Time) {
+	if t.IsZero() || (!w.at.IsZero() && !t.Before(w.at)) {
+		return
+	}
+	w.at = t
+	d := time.Until(t)
+	if w.timer == nil {
+		w.timer = time.AfterFunc(d, c.tick)
+		return
+	}
+	w.timer.Reset(d)
+}
+
+// stop disarms the timer. Client.mu is held.
+func (w *watchdog) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.at = time.Time{}
+}
+
+// wait waits for running ticks to finish. Client.mu is not held.
+func (w *watchdog) wait() { w.ticks.Wait() }
+
+// tick is the watchdog's timer function.
+func (c *Client) tick() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.wd.ticks.Add(1)
+	defer c.wd.ticks.Done()
+	c.wd.at = time.Time{}
+	now := time.Now()
+	var batch []Renewal
+	var holds []*hold
+	var seqs []uint64
+	for id, h := range c.held {
+		if !now.Before(h.validUntil) {
+			delete(c.held, id)
+			h.end(ErrLockLost)
+			continue
+		}
+		if !c.wd.renewing && h.renewable(now) {
+			batch = append(batch, Renewal{Key: id.key, Owner: id.owner, TTL: h.renewTTL})
+			holds = append(holds, h)
+			seqs = append(seqs, h.seq)
+		}
+	}
+	if len(batch) > 0 {
+		c.wd.renewing = true
+	}
+	c.armNext()
+	c.mu.Unlock()
+
+	if len(batch) > 0 {
+		c.renew(batch, holds, seqs)
+	}
+}
+
+// armNext arms the watchdog for the earliest due time of all holds. Client.mu is held.
+func (c *Client) armNext() {
+	var next time.Time
+	for _, h := range c.held {
+		if t := h.due(!c.wd.renewing); next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	c.wd.arm(c, next)
+}
+
+// renew sends one batch of renewals and applies the outcome to holds (same order as batch);
+// seqs are the holds' seq when the batch was made.
+func (c *Client) renew(batch []Renewal, holds []*hold, seqs []uint64) {
+	// A renewal is useless once the longest of the batch's leases may have expired.
+	deadline := holds[0].validUntil
+	for _, h := range holds[1:] {
+		if h.validUntil.After(deadline) {
+			deadline = h.validUntil
+		}
+	}
+	sent := time.Now()
+	ctx, cancel := context.WithDeadline(c.ctx, deadline)
+	errs := c.backend.Renew(ctx, batch)
+	cancel()
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.wd.renewing = false
+	if c.closed {
+		return
+	}
+	retry := time.Now()
+	for i, h := range holds {
+		if c.held[h.id] != h {
+			continue // unlocked, lost or replaced meanwhile
+		}
+		err := errUnknown
+		if len(errs) == len(batch) {
+			err = errs[i]
+		}
+		switch {
+		case err == nil:
+			c.seq++
+			h.confirm(seqs[i], c.seq, sent, batch[i].TTL)
+		case errors.Is(err, ErrNotHeld):
+			delete(c.held, h.id)
+			h.end(ErrLockLost)
+		default:
+			// Unknown: try again soon; the hold's validity ends its leases if this goes on.
+			h.retryAt = retry.Add(h.renewTTL / 10)
+		}
+	}
+	c.armNext()
+}
+
+// errUnknown stands for the outcome of a renewal that the backend did not report.
+var errUnknown = errors.New("locker: backend reported no outcome of a renewal")
