@@ -1,0 +1,128 @@
+// Package conformance is the executable contract of [locker.Locker]: a property-based state
+// machine that checks a backend against a reference model, and properties of a [locker.Client]
+// running on it (re-entry, watchdog, expiry, lost leases, notices, mutual exclusion, input
+// validation, Close). Every backend of this module passes it, and a backend of your own can run
+// it from a test:
+//
+//	func TestConformance(t *testing.T) {
+//		conformance.Run(t, conformance.Factory{
+//			New: func(t conformance.TB) locker.Locker { return mybackend.New(...) },
+//		})
+//	}
+//
+// A behaviour the suite does not check is not guaranteed. Failures of the state machine are
+// shrunk to a short sequence of steps and print a seed that replays them (-rapid.seed=N).
+package conformance
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hashlock/locker"
+)
+
+// Factory describes the backend under test and how time passes for it.
+type Factory struct {
+	// New returns a fresh, empty backend for one test case and registers its clean-up with
+	// t.Cleanup. Keys are namespaced per case, so backends sharing one server are fine. Required.
+	New func(t TB) locker.Locker
+
+	// Synctest runs every case inside a testing/synctest bubble (New included), for backends
+	// whose only clock is the time package and that start no goroutine outside the bubble, such
+	// as backend/memory: sleeps take no real time and timing is exact. Default false: real time,
+	// for backends behind a network, where the suite measures each call's send and return times
+	// and accepts any outcome consistent with them.
+	Synctest bool
+
+	// TTL is the lease length the timed properties use; the state machine uses leases of TTL/20
+	// to TTL/4. It should be long compared with the backend's round trip and with scheduling
+	// delays under -race. Default 1s with Synctest, 400ms otherwise.
+	TTL time.Duration
+}
+
+// TB is the part of *testing.T (and of rapid's *rapid.T) that Factory.New may use.
+type TB interface {
+	Helper()
+	Logf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
+// Run runs the whole suite as subtests of t: "Model" (the state machine), "Client" (one subtest
+// per Client property) and "Exclusion".
+func Run(t *testing.T, f Factory) {
+	t.Helper()
+	if f.New == nil {
+		t.Fatal("conformance: Factory.New is required")
+	}
+	s := &suite{f: f, ttl: f.TTL}
+	if s.ttl <= 0 {
+		s.ttl = 400 * time.Millisecond
+		if f.Synctest {
+			s.ttl = time.Second
+		}
+	}
+	t.Run("Model", s.model)
+	t.Run("Client", s.client)
+	t.Run("Exclusion", func(t *testing.T) { s.inCase(t, exclusion) })
+}
+
+type suite struct {
+	f   Factory
+	ttl time.Duration
+}
+
+// env is what a case works with: the backend behind a probe that counts and can fail calls, the
+// lease length, and a namespace for keys.
+type env struct {
+	t     *testing.T
+	probe *probe
+	ttl   time.Duration
+	ns    string
+	sync  bool // inside a synctest bubble
+}
+
+// key returns a key unique to this case.
+func (e *env) key(name string) string { return e.ns + name }
+
+// client returns a Client over the probed backend, closed at the end of the case.
+func (e *env) client(opts ...locker.Option) *locker.Client {
+	c := locker.New(e.probe, append([]locker.Option{locker.WithTTL(e.ttl)}, opts...)...)
+	e.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// settle lets the goroutines of the case run until they block: exact inside a bubble, a short
+// real sleep otherwise (only used where a notice or a signal would not tell more).
+func (e *env) settle() {
+	if e.sync {
+		synctest.Wait()
+		return
+	}
+	time.Sleep(e.ttl / 20)
+}
+
+// inCase runs body as one case with a fresh backend, inside a bubble when the factory asks.
+func (s *suite) inCase(t *testing.T, body func(e *env)) {
+	t.Helper()
+	run := func(t *testing.T, sync bool) {
+		b := s.f.New(t)
+		e := &env{t: t, probe: newProbe(b), ttl: s.ttl, ns: namespace(), sync: sync}
+		body(e)
+	}
+	if s.f.Synctest {
+		synctest.Test(t, func(t *testing.T) { run(t, true) })
+		return
+	}
+	run(t, false)
+}
+
+// background is a context for calls that a case does not mean to bound: it ends the case's
+// round trips after a minute, so a hung backend fails the test instead of hanging it.
+func background(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}

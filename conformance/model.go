@@ -1,0 +1,78 @@
+package conformance
+
+import (
+	"time"
+
+	"github.com/hashlock/locker"
+)
+
+// model is the reference model of a Locker: per key, the owner, its hold count and when the
+// lease ends. A real-time backend is observed through calls that take time, so the model keeps
+// the expiry as a window [lo, hi]: the lease was set by a call sent at lo-ttl and answered at
+// hi-ttl. Whether a key is live during a call that ran from t0 to t1 is then known, unknown (the
+// call and the expiry overlap: either outcome is accepted and the model follows it), or known
+// free.
+type model struct {
+	slack time.Duration // clock granularity of the backend: 0 in a synctest bubble
+	locks map[string]*modelLock
+}
+
+type modelLock struct {
+	owner  string
+	holds  int
+	lo, hi time.Time
+}
+
+type liveness int
+
+const (
+	free liveness = iota
+	live
+	unknown
+)
+
+func newModel(slack time.Duration) *model {
+	return &model{slack: slack, locks: make(map[string]*modelLock)}
+}
+
+// state returns the model's lock on key and whether it is live during a call from t0 to t1. A
+// lock known to have expired is dropped.
+func (m *model) state(key string, t0, t1 time.Time) (*modelLock, liveness) {
+	l := m.locks[key]
+	switch {
+	case l == nil:
+		return nil, free
+	case t1.Before(l.lo.Add(-m.slack)):
+		return l, live
+	case !t0.Before(l.hi.Add(m.slack)):
+		delete(m.locks, key)
+		return nil, free
+	default:
+		return l, unknown
+	}
+}
+
+// set records that owner holds key with holds, with a lease of ttl set by a call from t0 to t1.
+func (m *model) set(key, owner string, holds int, t0, t1 time.Time, ttl time.Duration) {
+	ttl = ceilMillis(ttl)
+	m.locks[key] = &modelLock{owner: owner, holds: holds, lo: t0.Add(ttl), hi: t1.Add(ttl)}
+}
+
+// ttlWindow returns the remaining lease a backend may report for l during a call from t0 to t1:
+// one millisecond of truncation below (Redis's PTTL) and the clock slack either way.
+func (m *model) ttlWindow(l *modelLock, t0, t1 time.Time) (lo, hi time.Duration) {
+	return l.lo.Sub(t1) - time.Millisecond - m.slack, l.hi.Sub(t0) + m.slack
+}
+
+// ceilMillis rounds d up to a whole millisecond, as the contract asks backends to.
+func ceilMillis(d time.Duration) time.Duration {
+	if r := d % time.Millisecond; r != 0 {
+		d += time.Millisecond - r
+	}
+	return d
+}
+
+// stateOf is the State the model expects for a live lock, but for the TTL.
+func stateOf(l *modelLock) locker.State {
+	return locker.State{Locked: true, Holds: l.holds}
+}
