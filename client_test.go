@@ -1,0 +1,111 @@
+package locker_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/memory"
+)
+
+// A fixed re-entry with a shorter TTL shortens the backend's lease; the watchdog must renew the
+// renewed outer hold before that shorter lease runs out, and the inner lease ends on its own.
+func TestMixedLeasesOnOneHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memory.New()
+		c := locker.New(b, locker.WithTTL(3*time.Second))
+		defer c.Close()
+		ctx := context.Background()
+		outer, err := c.Lock(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer outer.Unlock()
+		time.Sleep(time.Second)
+		inner, err := c.Lock(outer.Context(), "k", locker.WithTTL(300*time.Millisecond), locker.WithoutRenewal())
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		if err := context.Cause(outer.Context()); err != nil {
+			t.Fatalf("the renewed outer lease ended: %v", err)
+		}
+		if cause := context.Cause(inner.Context()); !errors.Is(cause, locker.ErrLockLost) {
+			t.Fatalf("the fixed inner lease's cause = %v, want ErrLockLost at its TTL", cause)
+		}
+		if st, _ := b.Inspect(ctx, "k"); !st.Locked || st.Holds != 2 {
+			t.Fatalf("state %+v, want both holds still on the backend", st)
+		}
+		if err := inner.Unlock(); err != nil {
+			t.Fatalf("the inner hold is still on the backend, Unlock = %v", err)
+		}
+	})
+}
+
+// The lease context carries the values of the ctx given to Lock.
+func TestLeaseContextKeepsValues(t *testing.T) {
+	type key struct{}
+	c := locker.New(memory.New())
+	defer c.Close()
+	l, err := c.Lock(context.WithValue(context.Background(), key{}, "trace-1"), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	if l.Context().Value(key{}) != "trace-1" {
+		t.Fatal("the lease context lost the caller's values")
+	}
+}
+
+// Leases of two keys from nested contexts: each key re-enters only its own lock.
+func TestOwnershipIsPerKey(t *testing.T) {
+	c := locker.New(memory.New())
+	defer c.Close()
+	a, err := c.Lock(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Unlock()
+	b, err := c.Lock(a.Context(), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Unlock()
+	if b.Holds() != 1 {
+		t.Fatalf("a lock on another key counted %d holds", b.Holds())
+	}
+	again, err := c.TryLock(b.Context(), "a")
+	if err != nil {
+		t.Fatalf("re-entry of a through a context derived from both leases: %v", err)
+	}
+	defer again.Unlock()
+	if again.Holds() != 2 {
+		t.Fatalf("re-entry of a: holds %d, want 2", again.Holds())
+	}
+}
+
+// WithOwner shares ownership deliberately, across Clients.
+func TestWithOwnerSharesTheLock(t *testing.T) {
+	b := memory.New()
+	c1, c2 := locker.New(b), locker.New(b)
+	defer c1.Close()
+	defer c2.Close()
+	ctx := context.Background()
+	l1, err := c1.Lock(ctx, "k", locker.WithOwner("batch-7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := c2.TryLock(ctx, "k", locker.WithOwner("batch-7"))
+	if err != nil || l2.Holds() != 2 {
+		t.Fatalf("the same explicit owner from another Client: %v, holds %d; want re-entry", err, l2.Holds())
+	}
+	if _, err := c2.TryLock(ctx, "k"); !errors.Is(err, locker.ErrNotObtained) {
+		t.Fatalf("a random owner got a lock held by batch-7: %v", err)
+	}
+	if err := errors.Join(l2.Unlock(), l1.Unlock()); err != nil {
+		t.Fatal(err)
+	}
+}
