@@ -1,6 +1,9 @@
 package locker
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // holdID names what the backend stores: an owner's holds on a key.
 type holdID struct{ key, owner string }
@@ -10,6 +13,7 @@ type holdID struct{ key, owner string }
 type hold struct {
 	id       holdID
 	leases   []*Lease
+	first    [2]*Lease     // the backing of leases while it is short: most holds are 1 or 2 deep
 	renewing int           // how many of leases want renewal
 	renewTTL time.Duration // the TTL renewals send: that of the latest renewed lease
 	seq      uint64        // Client.seq at the latest confirmation
@@ -23,6 +27,9 @@ type hold struct {
 }
 
 func (h *hold) add(l *Lease) {
+	if h.leases == nil {
+		h.leases = h.first[:0]
+	}
 	h.leases = append(h.leases, l)
 	if l.renew {
 		h.renewing++
@@ -34,7 +41,7 @@ func (h *hold) add(l *Lease) {
 func (h *hold) remove(l *Lease) bool {
 	for i, x := range h.leases {
 		if x == l {
-			h.leases = append(h.leases[:i], h.leases[i+1:]...)
+			h.leases = slices.Delete(h.leases, i, i+1)
 			if l.renew {
 				h.renewing--
 			}

@@ -41,6 +41,14 @@ func defaultConfig() config {
 
 // with returns a copy of c with opts applied.
 func (c config) with(opts []Option) config {
+	if len(opts) == 0 {
+		return c
+	}
+	return c.apply(opts)
+}
+
+// apply is with's loop, apart so that a call without options does not move c to the heap.
+func (c config) apply(opts []Option) config {
 	for _, opt := range opts {
 		if opt == nil {
 			c.invalid(fmt.Errorf("%w: nil Option", ErrInvalid))
