@@ -3,6 +3,7 @@ package locker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -152,8 +153,11 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait boo
 		return nil, fmt.Errorf("locker: lock %q: %w", key, err)
 	}
 	owner := cfg.owner
+	var carrier *Lease // the lease whose context carries the ownership, for a nested re-entry
 	if owner == "" {
-		owner = ownerIn(ctx, full)
+		if carrier = carrierOf(ctx, full); carrier != nil {
+			owner = carrier.owner
+		}
 	}
 	fresh := owner == ""
 	if fresh {
@@ -180,7 +184,7 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait boo
 			return nil, fmt.Errorf("locker: lock %q: %w", key, err)
 		}
 		if res.Acquired() {
-			return c.register(ctx, key, full, owner, cfg, res.Holds, seq, sent)
+			return c.register(ctx, key, full, owner, cfg, res.Holds, seq, sent, carrier)
 		}
 		refused := &NotObtainedError{Key: key, TTL: res.TTL}
 		if !wait {
@@ -229,8 +233,15 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait boo
 }
 
 // register records a granted hold: it makes the Lease and its context and hands the hold to the
-// watchdog. sent is when the Acquire was sent, seq what opStart returned before it.
-func (c *Client) register(ctx context.Context, key, full, owner string, cfg config, holds int, seq uint64, sent time.Time) (*Lease, error) {
+// watchdog. sent is when the Acquire was sent, seq what opStart returned before it, carrier the
+// lease whose context carried the owner (nil if none).
+//
+// A grant of a first hold (holds == 1) to an owner this Client already holds leases of means
+// that the owner's holds had vanished from the backend (expired, or forced away) before the
+// Acquire: those leases are lost. A nested re-entry through such a lease's context then fails
+// with ErrLockLost rather than pass off a fresh lock as a re-entry: the outer critical section
+// was not exclusive.
+func (c *Client) register(ctx context.Context, key, full, owner string, cfg config, holds int, seq uint64, sent time.Time, carrier *Lease) (*Lease, error) {
 	l := &Lease{
 		client: c, key: key, fullKey: full, owner: owner,
 		holds: holds, ttl: cfg.ttl, renew: cfg.renew, outer: outerLease(ctx),
@@ -243,12 +254,7 @@ func (c *Client) register(ctx context.Context, key, full, owner string, cfg conf
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		l.end(ErrClosed)
-		// Give back what was just acquired: nobody will unlock it.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ttl)
-		defer cancel()
-		_, _ = c.backend.Release(rctx, full, owner)
-		return nil, fmt.Errorf("locker: lock %q: %w", key, ErrClosed)
+		return nil, c.giveBack(ctx, l, ErrClosed)
 	}
 	id := holdID{full, owner}
 	h := c.held[id]
@@ -256,13 +262,46 @@ func (c *Client) register(ctx context.Context, key, full, owner string, cfg conf
 		h = &hold{id: id}
 		c.held[id] = h
 	}
+	if holds == 1 && len(h.leases) > 0 {
+		lost := h.dropUpTo(seq)
+		if carrier != nil && slices.Contains(lost, carrier) {
+			if len(h.leases) == 0 {
+				delete(c.held, id)
+			}
+			c.mu.Unlock()
+			return nil, c.giveBack(ctx, l, ErrLockLost)
+		}
+	}
 	l.hold = h
-	h.add(l)
 	c.seq++
+	l.seq = c.seq
+	h.add(l)
 	h.confirm(seq, c.seq, sent, cfg.ttl)
 	c.wd.arm(c, h.due(!c.wd.renewing))
 	c.mu.Unlock()
 	return l, nil
+}
+
+// giveBack releases a hold that was granted but will not be handed out (nobody would unlock it),
+// ends its lease's context, and returns the error for the caller, wrapping cause.
+func (c *Client) giveBack(ctx context.Context, l *Lease, cause error) error {
+	l.end(cause)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
+	defer cancel()
+	_, _ = c.backend.Release(rctx, l.fullKey, l.owner)
+	if cause == ErrLockLost {
+		return fmt.Errorf("locker: lock %q: re-entry found the outer hold gone from the backend: %w", l.key, cause)
+	}
+	return fmt.Errorf("locker: lock %q: %w", l.key, cause)
+}
+
+// loseUpTo drops the leases of h registered at or before seq (see hold.dropUpTo), and forgets h
+// when none is left. Client.mu is held.
+func (c *Client) loseUpTo(h *hold, seq uint64) {
+	h.dropUpTo(seq)
+	if len(h.leases) == 0 && c.held[h.id] == h {
+		delete(c.held, h.id)
+	}
 }
 
 // opStart returns the seq of the hold (full, owner) before an operation that will reset its

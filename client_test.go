@@ -109,3 +109,41 @@ func TestWithOwnerSharesTheLock(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// blockedRenew holds the watchdog's Renew until release is closed.
+type blockedRenew struct {
+	locker.Locker
+	release chan struct{}
+}
+
+func (b *blockedRenew) Renew(ctx context.Context, batch []locker.Renewal) []error {
+	<-b.release
+	return b.Locker.Renew(ctx, batch)
+}
+
+// A re-entry while a renewal of the same hold is in flight: both reset the lease, and the lease
+// survives. This runs in real time, with no synchronisation between the test and the blocked
+// renewal on purpose: any happens-before edge (a channel, synctest.Wait) would hide from -race
+// a watchdog that reads the hold outside the Client's lock. The sleep only makes the overlap
+// likely; every interleaving must pass.
+func TestReentryDuringRenewal(t *testing.T) {
+	b := &blockedRenew{Locker: memory.New(), release: make(chan struct{})}
+	c := locker.New(b, locker.WithTTL(60*time.Millisecond))
+	defer c.Close()
+	outer, err := c.Lock(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Millisecond) // the first renewal (due at 20ms) is in flight, blocked
+	inner, err := c.Lock(outer.Context(), "k")
+	close(b.release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := context.Cause(outer.Context()); err != nil {
+		t.Fatalf("the lease ended: %v", err)
+	}
+	if err := errors.Join(inner.Unlock(), outer.Unlock()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -71,6 +71,28 @@ func (h *hold) confirm(seq, next uint64, sent time.Time, ttl time.Duration) {
 	h.retryAt = time.Time{}
 }
 
+// dropUpTo removes the leases registered at or before seq (Lease.seq) and ends their contexts
+// with ErrLockLost: the backend showed that the owner's holds were gone after they were taken.
+// Leases registered later were granted after that and stay. It returns the leases dropped.
+func (h *hold) dropUpTo(seq uint64) []*Lease {
+	var lost []*Lease
+	kept := h.leases[:0]
+	for _, l := range h.leases {
+		if l.seq > seq {
+			kept = append(kept, l)
+			continue
+		}
+		lost = append(lost, l)
+		if l.renew {
+			h.renewing--
+		}
+		l.end(ErrLockLost)
+	}
+	clear(h.leases[len(kept):])
+	h.leases = kept
+	return lost
+}
+
 // end ends the context of every lease of the hold with cause.
 func (h *hold) end(cause error) {
 	for _, l := range h.leases {

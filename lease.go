@@ -19,6 +19,7 @@ type Lease struct {
 	ttl     time.Duration
 	renew   bool
 	outer   *Lease // the lease whose context this one's was derived from, if any
+	seq     uint64 // Client.seq when it was registered: orders it against the hold's operations
 
 	ctx      context.Context
 	cancel   context.CancelCauseFunc

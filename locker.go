@@ -95,9 +95,9 @@ func (a Acquisition) Acquired() bool { return a.Holds > 0 }
 // Renewal is one entry of a [Locker.Renew] batch: reset the lease of Key to TTL if Owner still
 // holds it.
 type Renewal struct {
-	Key   string
-	Owner string
-	TTL   time.Duration
+	Key   string        // the lock's key, as the backend sees it (prefix included)
+	Owner string        // the owner whose holds are renewed
+	TTL   time.Duration // the new lease
 }
 
 // State describes a lock as [Client.Inspect] and [Locker.Inspect] report it. The zero State is a

@@ -9,17 +9,17 @@ import (
 // ownershipKey is the context key under which a Lease's context carries its ownership.
 type ownershipKey struct{}
 
-// ownerIn returns the owner that ctx carries for key (the full key, prefix included), or "".
-// Every lease context adds one link to the chain of its parent context, so a context derived
-// from several leases carries the ownership of all of them.
-func ownerIn(ctx context.Context, key string) string {
+// carrierOf returns the innermost lease whose context ctx is or derives from that holds key (the
+// full key, prefix included), or nil. Every lease context adds one link to the chain of its
+// parent context, so a context derived from several leases carries the ownership of all of them.
+func carrierOf(ctx context.Context, key string) *Lease {
 	l, _ := ctx.Value(ownershipKey{}).(*Lease)
 	for ; l != nil; l = l.outer {
 		if l.fullKey == key {
-			return l.owner
+			return l
 		}
 	}
-	return ""
+	return nil
 }
 
 // outerLease returns the innermost lease that ctx carries, or nil.

@@ -54,9 +54,12 @@ func (c *Client) tick() {
 	defer c.wd.ticks.Done()
 	c.wd.at = time.Time{}
 	now := time.Now()
-	var batch []Renewal
-	var holds []*hold
-	var seqs []uint64
+	var (
+		batch    []Renewal
+		holds    []*hold
+		seqs     []uint64
+		deadline time.Time // a renewal is useless once the batch's last lease may have expired
+	)
 	for id, h := range c.held {
 		if !now.Before(h.validUntil) {
 			delete(c.held, id)
@@ -67,6 +70,9 @@ func (c *Client) tick() {
 			batch = append(batch, Renewal{Key: id.key, Owner: id.owner, TTL: h.renewTTL})
 			holds = append(holds, h)
 			seqs = append(seqs, h.seq)
+			if h.validUntil.After(deadline) {
+				deadline = h.validUntil
+			}
 		}
 	}
 	if len(batch) > 0 {
@@ -76,7 +82,7 @@ func (c *Client) tick() {
 	c.mu.Unlock()
 
 	if len(batch) > 0 {
-		c.renew(batch, holds, seqs)
+		c.renew(batch, holds, seqs, deadline)
 	}
 }
 
@@ -91,16 +97,9 @@ func (c *Client) armNext() {
 	c.wd.arm(c, next)
 }
 
-// renew sends one batch of renewals and applies the outcome to holds (same order as batch);
-// seqs are the holds' seq when the batch was made.
-func (c *Client) renew(batch []Renewal, holds []*hold, seqs []uint64) {
-	// A renewal is useless once the longest of the batch's leases may have expired.
-	deadline := holds[0].validUntil
-	for _, h := range holds[1:] {
-		if h.validUntil.After(deadline) {
-			deadline = h.validUntil
-		}
-	}
+// renew sends one batch of renewals, bounded by deadline, and applies the outcome to holds
+// (same order as batch); seqs are the holds' seq when the batch was made.
+func (c *Client) renew(batch []Renewal, holds []*hold, seqs []uint64, deadline time.Time) {
 	sent := time.Now()
 	ctx, cancel := context.WithDeadline(c.ctx, deadline)
 	errs := c.backend.Renew(ctx, batch)
@@ -126,8 +125,7 @@ func (c *Client) renew(batch []Renewal, holds []*hold, seqs []uint64) {
 			c.seq++
 			h.confirm(seqs[i], c.seq, sent, batch[i].TTL)
 		case errors.Is(err, ErrNotHeld):
-			delete(c.held, h.id)
-			h.end(ErrLockLost)
+			c.loseUpTo(h, seqs[i])
 		default:
 			// Unknown: try again soon; the hold's validity ends its leases if this goes on.
 			h.retryAt = retry.Add(h.renewTTL / 10)

@@ -17,6 +17,7 @@ func (s *suite) client(t *testing.T) {
 	}{
 		{"Reentry", reentry},
 		{"ReentryResetsLease", reentryResetsLease},
+		{"ReentryAfterLoss", reentryAfterLoss},
 		{"ForeignOwnerRefused", foreignOwnerRefused},
 		{"DoubleUnlock", doubleUnlock},
 		{"WatchdogKeepsAlive", watchdogKeepsAlive},
@@ -101,6 +102,42 @@ func reentryResetsLease(e *env) {
 	}
 }
 
+// A re-entry that finds the outer hold gone from the backend fails with ErrLockLost instead of
+// passing off a fresh lock as a re-entry, ends the outer lease, and leaves nothing held. An
+// explicit owner that locks again gets a fresh lock, and its old leases end.
+func reentryAfterLoss(e *env) {
+	t, c, ctx, key := e.t, e.client(), background(e.t), e.key("vanished")
+	outer := ok(c.Lock(ctx, key))(t)
+	ok(e.probe.Locker.ForceRelease(ctx, key))(t) // behind the Client's back
+	if l, err := c.Lock(outer.Context(), key); !errors.Is(err, locker.ErrLockLost) {
+		l.Unlock()
+		t.Fatalf("re-entry after the outer hold vanished = %v, want ErrLockLost", err)
+	}
+	if cause := context.Cause(outer.Context()); !errors.Is(cause, locker.ErrLockLost) {
+		t.Fatalf("the outer lease's cause = %v, want ErrLockLost", cause)
+	}
+	if st := inspect(e, key); st.Locked {
+		t.Fatalf("the failed re-entry left %+v behind", st)
+	}
+	if err := outer.Unlock(); !errors.Is(err, locker.ErrNotHeld) {
+		t.Fatalf("Unlock of the lost outer lease = %v, want ErrNotHeld", err)
+	}
+
+	first := ok(c.Lock(ctx, key, locker.WithOwner("shared")))(t)
+	ok(e.probe.Locker.ForceRelease(ctx, key))(t)
+	again := ok(c.Lock(ctx, key, locker.WithOwner("shared")))(t)
+	defer again.Unlock()
+	if again.Holds() != 1 {
+		t.Fatalf("a fresh lock by an explicit owner: holds %d, want 1", again.Holds())
+	}
+	if cause := context.Cause(first.Context()); !errors.Is(cause, locker.ErrLockLost) {
+		t.Fatalf("the explicit owner's vanished lease has cause %v, want ErrLockLost", cause)
+	}
+	if again.Context().Err() != nil {
+		t.Fatal("the fresh lease ended with the vanished one")
+	}
+}
+
 // A different owner is refused while any hold exists, and told the holder's remaining lease.
 func foreignOwnerRefused(e *env) {
 	t, c, ctx, key := e.t, e.client(), background(e.t), e.key("foreign")
@@ -176,7 +213,7 @@ func renewalsBatched(e *env) {
 	time.Sleep(2 * e.ttl)
 	batches := e.probe.renewBatches()
 	if len(batches) == 0 || len(batches) > 8 {
-		t.Fatalf("%d Renew calls in 2 TTLs (batches %v), want 6 to 8 ticks", len(batches), batches)
+		t.Fatalf("%d Renew calls in 2 TTLs (batches %v), want one per third of a TTL", len(batches), batches)
 	}
 	for _, b := range batches {
 		if b != n {
