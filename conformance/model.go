@@ -59,9 +59,10 @@ func (m *model) set(key, owner string, holds int, t0, t1 time.Time, ttl time.Dur
 }
 
 // ttlWindow returns the remaining lease a backend may report for l during a call from t0 to t1:
-// one millisecond of truncation below (Redis's PTTL) and the clock slack either way.
+// leases are counted in whole milliseconds, so one millisecond of rounding either way (Redis's
+// PTTL truncates, and a live key in its last millisecond reports 1ms), and the clock slack.
 func (m *model) ttlWindow(l *modelLock, t0, t1 time.Time) (lo, hi time.Duration) {
-	return l.lo.Sub(t1) - time.Millisecond - m.slack, l.hi.Sub(t0) + m.slack
+	return l.lo.Sub(t1) - time.Millisecond - m.slack, l.hi.Sub(t0) + time.Millisecond + m.slack
 }
 
 // ceilMillis rounds d up to a whole millisecond, as the contract asks backends to.

@@ -1,0 +1,144 @@
+// Package goredis is the locker backend for go-redis v9 (github.com/redis/go-redis/v9): keep the
+// client you have — *redis.Client, *redis.ClusterClient, or a failover (Sentinel) client, any
+// redis.UniversalClient — and get the reentrant lock of package locker on it.
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	client := locker.New(goredis.New(rdb))
+//
+// Scripts run through go-redis script objects (EVALSHA, EVAL when the server lost its script
+// cache); renewals of many leases go out in one pipeline (one per node on a cluster); release
+// notices come through go-redis pub/sub, sharded (SSUBSCRIBE) where the server supports it, on
+// one pub/sub connection per contended key, shared by all its waiters and closed when the last
+// one leaves. The scripts and key layout are those of every Redis backend of this module, so
+// clients of different drivers can share locks.
+package goredis
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hashlock/locker/internal/redislock"
+)
+
+// Backend is a locker.Locker on a go-redis client. Create it with New; it is safe for concurrent
+// use and needs no Close (the go-redis client stays the caller's to close).
+type Backend struct {
+	*redislock.Backend
+}
+
+// New returns a Backend on c. The Backend never closes c.
+func New(c redis.UniversalClient) *Backend {
+	d := &driver{c: c, scripts: make(map[*redislock.Script]*redis.Script)}
+	_, d.cluster = c.(*redis.ClusterClient)
+	for _, s := range redislock.Scripts() {
+		d.scripts[s] = redis.NewScript(s.Source)
+	}
+	return &Backend{redislock.New(d, "goredis")}
+}
+
+// driver implements redislock.Driver with go-redis.
+type driver struct {
+	c       redis.UniversalClient
+	cluster bool
+	scripts map[*redislock.Script]*redis.Script // read-only after New
+}
+
+func (d *driver) Cluster() bool { return d.cluster }
+
+func (d *driver) Eval(ctx context.Context, s *redislock.Script, keys, args []string) (redislock.Reply, error) {
+	return reply(d.scripts[s].Run(ctx, d.c, keys, anys(args)...))
+}
+
+func (d *driver) EvalBatch(ctx context.Context, s *redislock.Script, calls []redislock.Call) []redislock.Result {
+	script := d.scripts[s]
+	run := func() []*redis.Cmd {
+		cmds := make([]*redis.Cmd, len(calls))
+		pipe := d.c.Pipeline()
+		for i, c := range calls {
+			cmds[i] = script.EvalSha(ctx, pipe, c.Keys, anys(c.Args)...)
+		}
+		_, _ = pipe.Exec(ctx) // errors are per command
+		return cmds
+	}
+	cmds := run()
+	for _, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			// The server lost its script cache: load the script (on every master of a
+			// cluster) and run the batch again, once.
+			if err := script.Load(ctx, d.c).Err(); err == nil {
+				cmds = run()
+			}
+			break
+		}
+	}
+	results := make([]redislock.Result, len(cmds))
+	for i, cmd := range cmds {
+		results[i].Reply, results[i].Err = reply(cmd)
+	}
+	return results
+}
+
+func (d *driver) Subscribe(ctx context.Context, channel string, sharded bool, notify func()) (func(), error) {
+	var ps *redis.PubSub
+	if sharded {
+		ps = d.c.SSubscribe(ctx, channel)
+	} else {
+		ps = d.c.Subscribe(ctx, channel)
+	}
+	// The first reply is the server's confirmation, or its refusal.
+	if _, err := ps.Receive(ctx); err != nil {
+		ps.Close()
+		if sharded && redislock.IsUnknownCommand(err) {
+			return nil, fmt.Errorf("SSUBSCRIBE: %w", redislock.ErrUnsupported)
+		}
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	msgs := ps.ChannelWithSubscriptions()
+	wg.Go(func() {
+		// A message is a notice; a subscription confirmation after the first one means
+		// go-redis reconnected and subscribed again, and notices may have been missed.
+		for range msgs {
+			notify()
+		}
+	})
+	return func() {
+		ps.Close()
+		wg.Wait()
+	}, nil
+}
+
+// reply converts a script reply: an integer, or an array of integers.
+func reply(cmd *redis.Cmd) (redislock.Reply, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return redislock.Reply{}, err
+	}
+	switch v := v.(type) {
+	case int64:
+		return redislock.Reply{Int: v}, nil
+	case []any:
+		r := redislock.Reply{Array: make([]int64, len(v))}
+		for i, x := range v {
+			n, ok := x.(int64)
+			if !ok {
+				return redislock.Reply{}, fmt.Errorf("unexpected script reply element %T", x)
+			}
+			r.Array[i] = n
+		}
+		return r, nil
+	}
+	return redislock.Reply{}, fmt.Errorf("unexpected script reply %T", v)
+}
+
+// anys converts script arguments for go-redis.
+func anys(args []string) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		out[i] = a
+	}
+	return out
+}

@@ -1,0 +1,170 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hashlock/locker"
+)
+
+var _ locker.Locker = (*Backend)(nil)
+
+// maxBatch is the most keys one renewal script call carries.
+const maxBatch = 512
+
+// Backend is a locker.Locker on Redis through a Driver. It is safe for concurrent use.
+type Backend struct {
+	d       Driver
+	prefix  string // prepended to every error message: "goredis", "rueidis"…
+	notices *hub
+}
+
+// New returns a Backend that runs the canonical scripts through d; name prefixes its errors.
+func New(d Driver, name string) *Backend {
+	return &Backend{d: d, prefix: name, notices: newHub(d)}
+}
+
+// Acquire implements locker.Locker with acquire.lua.
+func (b *Backend) Acquire(ctx context.Context, key, owner string, ttl time.Duration) (locker.Acquisition, error) {
+	r, err := b.d.Eval(ctx, AcquireScript, []string{key}, []string{owner, millis(ttl)})
+	if err != nil {
+		return locker.Acquisition{}, b.fail(ctx, "acquire", key, err)
+	}
+	if r.Int > 0 {
+		return locker.Acquisition{Holds: int(r.Int)}, nil
+	}
+	return locker.Acquisition{TTL: time.Duration(-r.Int) * time.Millisecond}, nil
+}
+
+// Release implements locker.Locker with release.lua.
+func (b *Backend) Release(ctx context.Context, key, owner string) (int, error) {
+	r, err := b.d.Eval(ctx, ReleaseScript, []string{key}, []string{owner, Channel(key)})
+	if err != nil {
+		return 0, b.fail(ctx, "release", key, err)
+	}
+	if r.Int < 0 {
+		return 0, fmt.Errorf("%s: release %q: %w", b.prefix, key, locker.ErrNotHeld)
+	}
+	return int(r.Int), nil
+}
+
+// Renew implements locker.Locker with renew.lua: one call per group of keys that share a
+// cluster slot (any keys when not on a cluster), up to maxBatch keys a call, all calls in one
+// EvalBatch.
+func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
+	errs := make([]error, len(batch))
+	groups := b.group(batch)
+	calls := make([]Call, len(groups))
+	for i, g := range groups {
+		c := Call{Keys: make([]string, len(g)), Args: make([]string, 0, 2*len(g))}
+		for j, idx := range g {
+			r := batch[idx]
+			c.Keys[j] = r.Key
+			c.Args = append(c.Args, r.Owner, millis(r.TTL))
+		}
+		calls[i] = c
+	}
+	results := b.d.EvalBatch(ctx, RenewScript, calls)
+	for i, g := range groups {
+		var res Result
+		if i < len(results) {
+			res = results[i]
+		} else {
+			res.Err = fmt.Errorf("driver returned %d results for %d calls", len(results), len(calls))
+		}
+		for j, idx := range g {
+			switch {
+			case res.Err != nil:
+				errs[idx] = b.fail(ctx, "renew", batch[idx].Key, res.Err)
+			case j >= len(res.Reply.Array):
+				errs[idx] = fmt.Errorf("%s: renew %q: short reply %v", b.prefix, batch[idx].Key, res.Reply.Array)
+			case res.Reply.Array[j] != 1:
+				errs[idx] = fmt.Errorf("%s: renew %q: %w", b.prefix, batch[idx].Key, locker.ErrNotHeld)
+			}
+		}
+	}
+	return errs
+}
+
+// group splits the indexes of batch into script calls: by slot on a cluster, in order, at most
+// maxBatch each.
+func (b *Backend) group(batch []locker.Renewal) [][]int {
+	var groups [][]int
+	if !b.d.Cluster() {
+		for start := 0; start < len(batch); start += maxBatch {
+			g := make([]int, 0, min(maxBatch, len(batch)-start))
+			for i := start; i < len(batch) && i < start+maxBatch; i++ {
+				g = append(g, i)
+			}
+			groups = append(groups, g)
+		}
+		return groups
+	}
+	open := make(map[uint16]int) // slot -> index in groups of its newest group
+	for i, r := range batch {
+		s := Slot(r.Key)
+		gi, ok := open[s]
+		if !ok || len(groups[gi]) == maxBatch {
+			gi = len(groups)
+			groups = append(groups, nil)
+			open[s] = gi
+		}
+		groups[gi] = append(groups[gi], i)
+	}
+	return groups
+}
+
+// Inspect implements locker.Locker with inspect.lua.
+func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error) {
+	r, err := b.d.Eval(ctx, InspectScript, []string{key}, nil)
+	if err != nil {
+		return locker.State{}, b.fail(ctx, "inspect", key, err)
+	}
+	if len(r.Array) != 2 {
+		return locker.State{}, fmt.Errorf("%s: inspect %q: unexpected reply %v", b.prefix, key, r.Array)
+	}
+	if r.Array[0] <= 0 {
+		return locker.State{}, nil
+	}
+	return locker.State{Locked: true, Holds: int(r.Array[0]), TTL: time.Duration(r.Array[1]) * time.Millisecond}, nil
+}
+
+// ForceRelease implements locker.Locker with force.lua.
+func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {
+	r, err := b.d.Eval(ctx, ForceScript, []string{key}, []string{Channel(key)})
+	if err != nil {
+		return false, b.fail(ctx, "force release", key, err)
+	}
+	return r.Int == 1, nil
+}
+
+// Subscribe implements locker.Locker: one driver subscription per channel, shared by every
+// waiter of the key and ended when the last one leaves.
+func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	ch, cancel, err := b.notices.subscribe(ctx, Channel(key))
+	if err != nil {
+		return nil, nil, b.fail(ctx, "subscribe", key, err)
+	}
+	return ch, cancel, nil
+}
+
+// fail wraps a driver error with the operation and key, and with ctx's error when ctx ended
+// (drivers do not all say so).
+func (b *Backend) fail(ctx context.Context, op, key string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		return fmt.Errorf("%s: %s %q: %w (%w)", b.prefix, op, key, ctxErr, err)
+	}
+	return fmt.Errorf("%s: %s %q: %w", b.prefix, op, key, err)
+}
+
+// millis formats d in whole milliseconds, rounded up, at least 1.
+func millis(d time.Duration) string {
+	ms := d / time.Millisecond
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return strconv.FormatInt(int64(max(ms, 1)), 10)
+}

@@ -1,0 +1,61 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"strings"
+)
+
+// Driver is what a Redis adapter implements: its client's way to run the canonical scripts and
+// to subscribe to release notices. Everything else (arguments, replies, batching, sharing
+// subscriptions, error meaning) is done once in Backend.
+type Driver interface {
+	// Eval runs s with keys and args through the driver's script object: EVALSHA, then EVAL
+	// when the server answers NOSCRIPT (after SCRIPT FLUSH or a restart). It returns the reply
+	// as a Reply, or the driver's error.
+	Eval(ctx context.Context, s *Script, keys, args []string) (Reply, error)
+
+	// EvalBatch runs calls of s in as few round trips as the driver allows (a pipeline; on a
+	// cluster, one per node), with the same NOSCRIPT fallback, and returns one Result per call,
+	// in order.
+	EvalBatch(ctx context.Context, s *Script, calls []Call) []Result
+
+	// Subscribe subscribes to channel — SSUBSCRIBE when sharded, else SUBSCRIBE — on a
+	// connection of the driver's own (never one that runs commands), and returns once the
+	// server has confirmed it. It calls notify for every message on the channel, and also
+	// after the driver re-subscribes following a reconnect (messages may have been lost). stop
+	// ends the subscription and frees its connection; it is called exactly once. When sharded
+	// and the server does not know SSUBSCRIBE, it returns an error wrapping
+	// errors.ErrUnsupported, and Backend subscribes again unsharded.
+	Subscribe(ctx context.Context, channel string, sharded bool, notify func()) (stop func(), err error)
+
+	// Cluster reports whether the client spreads keys over the nodes of a Redis Cluster, where
+	// a multi-key script call needs all its keys in one slot.
+	Cluster() bool
+}
+
+// Reply is a script's reply: Int for an integer reply, Array for an array of integers.
+type Reply struct {
+	Int   int64
+	Array []int64
+}
+
+// Call is one script call of a batch.
+type Call struct {
+	Keys, Args []string
+}
+
+// Result is the outcome of one Call.
+type Result struct {
+	Reply Reply
+	Err   error
+}
+
+// ErrUnsupported is what a Driver's Subscribe wraps when the server lacks the command.
+var ErrUnsupported = errors.ErrUnsupported
+
+// IsUnknownCommand reports whether err is a server's answer to a command it does not know
+// ("ERR unknown command …"), as SSUBSCRIBE gets from Redis before 7 and from miniredis.
+func IsUnknownCommand(err error) bool {
+	return err != nil && strings.Contains(strings.ToLower(err.Error()), "unknown command")
+}

@@ -1,0 +1,43 @@
+package redislock
+
+import "testing"
+
+func TestSlot(t *testing.T) {
+	// Values from the Redis Cluster specification and CLUSTER KEYSLOT.
+	for key, want := range map[string]uint16{
+		"123456789":            0x31C3 % 16384,
+		"foo":                  12182,
+		"{user1000}.following": Slot("user1000"),
+		"{user1000}.followers": Slot("user1000"),
+		"foo{}{bar}":           Slot("foo{}{bar}"),
+		"foo{{bar}}zap":        Slot("{bar"),
+		"foo{bar}{zap}":        Slot("bar"),
+		"":                     0,
+	} {
+		if got := Slot(key); got != want {
+			t.Errorf("Slot(%q) = %d, want %d", key, got, want)
+		}
+	}
+}
+
+func TestChannelSharesTheKeysSlot(t *testing.T) {
+	for _, key := range []string{"orders:42", "{user1}:lock", "a{b", "lock{tag}rest", "ü{ä}", "a}b{c}"} {
+		ch := Channel(key)
+		if Slot(ch) != Slot(key) {
+			t.Errorf("Channel(%q) = %q: slot %d, the key's is %d", key, ch, Slot(ch), Slot(key))
+		}
+		if Channel(key+"x") == ch {
+			t.Errorf("keys %q and %q share a channel", key, key+"x")
+		}
+	}
+}
+
+// A key with a '}' but no valid hash tag hashes as a whole, and no other name can be made to
+// hash to its slot: the documented exception, whose waiters rely on timers on a cluster.
+func TestChannelOfAnUntaggableKey(t *testing.T) {
+	for _, key := range []string{"x{}y", "{}", "a}b"} {
+		if ch := Channel(key); ch != key+":locker:released" {
+			t.Errorf("Channel(%q) = %q", key, ch)
+		}
+	}
+}

@@ -1,0 +1,16 @@
+-- Renew the leases of many reentrant hash locks, each only if its owner still holds it.
+-- KEYS[i]        a lock
+-- ARGV[2i-1]     the owner token expected for KEYS[i]
+-- ARGV[2i]       the new lease of KEYS[i] in whole milliseconds
+-- Returns an array with, for each key, 1 when renewed and 0 when the owner holds no lock on it.
+-- Every key of one call must hash to one cluster slot.
+local renewed = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('hexists', key, ARGV[2 * i - 1]) == 1 then
+    redis.call('pexpire', key, ARGV[2 * i])
+    renewed[i] = 1
+  else
+    renewed[i] = 0
+  end
+end
+return renewed

@@ -1,0 +1,61 @@
+// Package redislock is the reentrant hash lock on Redis, written once for every driver: the
+// canonical Lua scripts, the key and channel layout, and a locker.Locker (Backend) that runs
+// them through a small Driver interface. A driver adapter (backend/goredis, backend/rueidis,
+// backend/redigo) implements Driver with its own client's script objects and pub/sub, and
+// nothing else.
+//
+// The protocol, whichever driver speaks it:
+//
+//   - A lock is a hash at the lock's key: field = owner token, value = hold count; the key's TTL
+//     is the lease. Scripts take the key in KEYS and touch no other key.
+//   - Release notices go to the channel Channel(key), which hashes to the lock's cluster slot:
+//     by SPUBLISH where the server has it (Redis >= 7), else by PUBLISH; subscribers use
+//     SSUBSCRIBE or SUBSCRIBE to match.
+//   - Leases are whole milliseconds, rounded up.
+package redislock
+
+import (
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+)
+
+// A Script is one of the canonical Lua scripts. Adapters wrap Source in their driver's script
+// object, which runs EVALSHA with SHA1 and falls back to EVAL when the server answers NOSCRIPT.
+type Script struct {
+	Name   string // file name without .lua, for errors
+	Source string // the Lua text
+	SHA1   string // hex SHA1 of Source, as EVALSHA wants it
+}
+
+func newScript(name, source string) *Script {
+	sum := sha1.Sum([]byte(source))
+	return &Script{Name: name, Source: source, SHA1: hex.EncodeToString(sum[:])}
+}
+
+var (
+	//go:embed lua/acquire.lua
+	acquireLua string
+	//go:embed lua/release.lua
+	releaseLua string
+	//go:embed lua/renew.lua
+	renewLua string
+	//go:embed lua/inspect.lua
+	inspectLua string
+	//go:embed lua/force.lua
+	forceLua string
+)
+
+// The canonical scripts; their reply formats are in the .lua files.
+var (
+	AcquireScript = newScript("acquire", acquireLua)
+	ReleaseScript = newScript("release", releaseLua)
+	RenewScript   = newScript("renew", renewLua)
+	InspectScript = newScript("inspect", inspectLua)
+	ForceScript   = newScript("force", forceLua)
+)
+
+// Scripts lists every canonical script, for adapters that prepare them all at construction.
+func Scripts() []*Script {
+	return []*Script{AcquireScript, ReleaseScript, RenewScript, InspectScript, ForceScript}
+}
