@@ -1,0 +1,243 @@
+// Package redigo is the locker backend for Redigo (github.com/gomodule/redigo/redis): keep the
+// *redis.Pool you have and get the reentrant lock of package locker on it.
+//
+//	pool := &redis.Pool{DialContext: func(ctx context.Context) (redis.Conn, error) {
+//		return redis.DialContext(ctx, "tcp", "localhost:6379")
+//	}}
+//	client := locker.New(redigo.New(pool))
+//
+// Scripts run through Redigo script objects (EVALSHA, EVAL when the server lost its script
+// cache), on a connection of the pool, bounded by the call's context; renewals of many leases
+// go out in one pipeline on one connection.
+//
+// Redigo has no Redis Cluster support, and neither has this backend: point the pool at a single
+// server, or at a proxy or a Sentinel-managed primary (a Dial that asks Sentinel for the
+// current primary).
+//
+// Release notices come through pub/sub, sharded (SSUBSCRIBE) where the server supports it, on
+// one connection per contended key, shared by all its waiters and closed when the last one
+// leaves. That connection is dialed with the pool's DialContext (or Dial) but is not one of the
+// pool's connections: a subscription can last long and be idle for long, so it neither holds
+// one of the pool's MaxActive slots nor reads with the connection's read timeout. Redigo does
+// not reconnect: when a subscription's connection breaks, its waiters are woken once and then
+// rely on their timers, until the last of them leaves and the next waiter of the key subscribes
+// anew.
+//
+// The scripts and key layout are those of every Redis backend of this module, so clients of
+// different drivers can share locks.
+package redigo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/hashlock/locker/internal/redislock"
+)
+
+// Backend is a locker.Locker on a Redigo pool. Create it with New; it is safe for concurrent use
+// and needs no Close (the pool stays the caller's to close).
+type Backend struct {
+	*redislock.Backend
+}
+
+// New returns a Backend on p, which must have DialContext or Dial set. The Backend never closes
+// p.
+func New(p *redis.Pool) *Backend {
+	d := &driver{p: p, scripts: make(map[*redislock.Script]*redis.Script)}
+	for _, s := range redislock.Scripts() {
+		// Key count -1: the number of keys varies per call (renew.lua), so each call passes
+		// it as its first argument.
+		d.scripts[s] = redis.NewScript(-1, s.Source)
+	}
+	return &Backend{redislock.New(d, "redigo")}
+}
+
+// driver implements redislock.Driver with Redigo.
+type driver struct {
+	p       *redis.Pool
+	scripts map[*redislock.Script]*redis.Script // read-only after New
+}
+
+func (d *driver) Cluster() bool { return false }
+
+func (d *driver) Eval(ctx context.Context, s *redislock.Script, keys, args []string) (redislock.Reply, error) {
+	conn, err := d.p.GetContext(ctx)
+	if err != nil {
+		return redislock.Reply{}, err
+	}
+	defer conn.Close()
+	return reply(d.scripts[s].DoContext(ctx, conn, keysAndArgs(keys, args)...))
+}
+
+func (d *driver) EvalBatch(ctx context.Context, s *redislock.Script, calls []redislock.Call) []redislock.Result {
+	results := make([]redislock.Result, len(calls))
+	if len(calls) == 0 {
+		return results
+	}
+	conn, err := d.p.GetContext(ctx)
+	if err != nil {
+		for i := range results {
+			results[i].Err = err
+		}
+		return results
+	}
+	defer conn.Close()
+	script := d.scripts[s]
+	run := func() ([]any, error) {
+		for _, c := range calls {
+			if err := script.SendHash(conn, keysAndArgs(c.Keys, c.Args)...); err != nil {
+				return nil, err
+			}
+		}
+		// Do("") flushes the pipeline and reads every pending reply, error replies included
+		// as redis.Error values, within ctx.
+		replies, err := redis.Values(redis.DoContext(conn, ctx, ""))
+		if err == nil && len(replies) != len(calls) {
+			err = fmt.Errorf("pipeline returned %d replies for %d calls", len(replies), len(calls))
+		}
+		return replies, err
+	}
+	replies, err := run()
+	if err == nil && slices.ContainsFunc(replies, isNoScript) {
+		// The server lost its script cache: load the script (Script.Load, with ctx) and run
+		// the batch again, once.
+		if _, lerr := redis.DoContext(conn, ctx, "SCRIPT", "LOAD", s.Source); lerr == nil {
+			replies, err = run()
+		}
+	}
+	for i := range results {
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		results[i].Reply, results[i].Err = reply(replies[i], nil)
+	}
+	return results
+}
+
+func (d *driver) Subscribe(ctx context.Context, channel string, sharded bool, notify func()) (func(), error) {
+	c, err := d.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cmd := "SUBSCRIBE"
+	if sharded {
+		// Redigo's PubSubConn knows neither SSUBSCRIBE nor its replies: the command goes
+		// out raw and kind reads both forms.
+		cmd = "SSUBSCRIBE"
+	}
+	// The first reply is the server's confirmation, or its refusal.
+	v, err := redis.DoContext(c, ctx, cmd, channel)
+	if k := kind(v); err == nil && k != "subscribe" && k != "ssubscribe" {
+		err = fmt.Errorf("%s: unexpected reply %v", cmd, v)
+	}
+	if err != nil {
+		c.Close()
+		if sharded && redislock.IsUnknownCommand(err) {
+			return nil, fmt.Errorf("SSUBSCRIBE: %w", redislock.ErrUnsupported)
+		}
+		return nil, err
+	}
+	var stopped atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			// No read timeout: a subscription may rightly hear nothing for long.
+			v, err := redis.ReceiveWithTimeout(c, 0)
+			if err != nil {
+				// stop closed the connection, or it broke: then wake the waiters, who
+				// check the lock again and from now on rely on their timers.
+				if !stopped.Load() {
+					notify()
+				}
+				return
+			}
+			switch kind(v) {
+			case "message", "smessage":
+				notify()
+			case "unsubscribe", "sunsubscribe":
+				// The server ended the subscription (a slot moved away): as if broken.
+				notify()
+				return
+			}
+		}
+	})
+	return func() {
+		stopped.Store(true)
+		c.Close() // a Redigo connection's Close ends a Receive blocked in another goroutine
+		wg.Wait()
+	}, nil
+}
+
+// dial opens a connection of the subscriber's own, the way the pool dials its connections.
+func (d *driver) dial(ctx context.Context) (redis.Conn, error) {
+	switch {
+	case d.p.DialContext != nil:
+		return d.p.DialContext(ctx)
+	case d.p.Dial != nil:
+		return d.p.Dial()
+	}
+	return nil, errors.New("pool has neither DialContext nor Dial")
+}
+
+// kind returns the kind of a pub/sub reply ("message", "smessage", "subscribe"…), or "".
+func kind(v any) string {
+	if a, ok := v.([]any); ok && len(a) > 0 {
+		if k, ok := a[0].([]byte); ok {
+			return string(k)
+		}
+	}
+	return ""
+}
+
+// reply converts a script reply: an integer, or an array of integers; an error reply (a
+// redis.Error value, as a pipeline returns it) is the error.
+func reply(v any, err error) (redislock.Reply, error) {
+	if err != nil {
+		return redislock.Reply{}, err
+	}
+	switch v := v.(type) {
+	case redis.Error:
+		return redislock.Reply{}, v
+	case int64:
+		return redislock.Reply{Int: v}, nil
+	case []any:
+		r := redislock.Reply{Array: make([]int64, len(v))}
+		for i, x := range v {
+			n, ok := x.(int64)
+			if !ok {
+				return redislock.Reply{}, fmt.Errorf("unexpected script reply element %T", x)
+			}
+			r.Array[i] = n
+		}
+		return r, nil
+	}
+	return redislock.Reply{}, fmt.Errorf("unexpected script reply %T", v)
+}
+
+// isNoScript reports whether a pipelined reply is the server's NOSCRIPT error.
+func isNoScript(v any) bool {
+	e, ok := v.(redis.Error)
+	return ok && strings.HasPrefix(string(e), "NOSCRIPT")
+}
+
+// keysAndArgs builds the arguments of a script whose key count is -1: the count, the keys, the
+// arguments.
+func keysAndArgs(keys, args []string) []any {
+	out := make([]any, 0, 1+len(keys)+len(args))
+	out = append(out, len(keys))
+	for _, k := range keys {
+		out = append(out, k)
+	}
+	for _, a := range args {
+		out = append(out, a)
+	}
+	return out
+}
