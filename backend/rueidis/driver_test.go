@@ -1,0 +1,247 @@
+package rueidislocker
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+
+	"github.com/hashlock/locker/internal/redislock"
+	"github.com/hashlock/locker/internal/redistest"
+)
+
+// testServer is miniredis behind a rueidis client, in the current synctest bubble, with a way
+// to break every connection the client made.
+type testServer struct {
+	m *miniredis.Miniredis
+	c rueidis.Client
+
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newTestServer(t *testing.T) *testServer {
+	s := &testServer{m: miniredis.NewMiniRedis()}
+	s.m.ClockTTL(true)
+	t.Cleanup(s.m.Close)
+	c, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress:  []string{"127.0.0.1:0"},
+		DisableCache: true,
+		DialCtxFn: func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
+			conn, err := s.m.Dial()
+			if err == nil {
+				s.mu.Lock()
+				s.conns = append(s.conns, conn)
+				s.mu.Unlock()
+			}
+			return conn, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.c = c
+	t.Cleanup(func() {
+		c.Close()
+		time.Sleep(2 * time.Second) // see TestConformanceMiniredis
+	})
+	return s
+}
+
+// breakConns closes every connection made so far, as a network failure would.
+func (s *testServer) breakConns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conns {
+		c.Close()
+	}
+	s.conns = nil
+}
+
+func TestClusterMode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newTestServer(t)
+		d := newDriver(s.c)
+		// miniredis answers CLUSTER SLOTS, so rueidis.NewClient makes its cluster client.
+		t.Logf("rueidis mode against miniredis: %s", s.c.Mode())
+		if got, want := d.Cluster(), s.c.Mode() == rueidis.ClientModeCluster; got != want {
+			t.Fatalf("Cluster() = %v with a %s client", got, s.c.Mode())
+		}
+	})
+}
+
+// After SCRIPT FLUSH, EVALSHA gets NOSCRIPT: both paths must fall back.
+func TestNoScript(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newTestServer(t)
+		d := newDriver(s.c)
+		ctx := t.Context()
+		flush := func() {
+			t.Helper()
+			if err := s.c.Do(ctx, s.c.B().ScriptFlush().Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		flush()
+		r, err := d.Eval(ctx, redislock.AcquireScript, []string{"a"}, []string{"o", "1000"})
+		if err != nil || r.Int != 1 {
+			t.Fatalf("Eval after SCRIPT FLUSH: %+v, %v; want 1 hold", r, err)
+		}
+		if _, err := d.Eval(ctx, redislock.AcquireScript, []string{"b"}, []string{"o", "1000"}); err != nil {
+			t.Fatal(err)
+		}
+		flush()
+		res := d.EvalBatch(ctx, redislock.RenewScript, []redislock.Call{
+			{Keys: []string{"a"}, Args: []string{"o", "2000"}},
+			{Keys: []string{"b"}, Args: []string{"x", "2000"}},
+		})
+		if len(res) != 2 || res[0].Err != nil || res[1].Err != nil ||
+			len(res[0].Reply.Array) != 1 || res[0].Reply.Array[0] != 1 ||
+			len(res[1].Reply.Array) != 1 || res[1].Reply.Array[0] != 0 {
+			t.Fatalf("EvalBatch after SCRIPT FLUSH: %+v; want [1] and [0]", res)
+		}
+		if ttl := s.m.TTL("a"); ttl != 2*time.Second {
+			t.Fatalf("TTL of a after renewal: %v, want 2s", ttl)
+		}
+	})
+}
+
+func TestSubscribe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newTestServer(t)
+		d := newDriver(s.c)
+		ctx := t.Context()
+		const channel = "{k}:locker:released"
+
+		// miniredis has no SSUBSCRIBE.
+		if _, err := d.Subscribe(ctx, channel, true, func() {}); !errors.Is(err, redislock.ErrUnsupported) {
+			t.Fatalf("sharded Subscribe on miniredis: %v, want ErrUnsupported", err)
+		}
+
+		notices := make(chan struct{}, 16)
+		stop, err := d.Subscribe(ctx, channel, false, func() { notices <- struct{}{} })
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect := func(what string) {
+			t.Helper()
+			select {
+			case <-notices:
+			case <-time.After(time.Minute):
+				t.Fatalf("no notice %s", what)
+			}
+		}
+		publish := func() {
+			t.Helper()
+			if err := s.c.Do(ctx, s.c.B().Publish().Channel(channel).Message("k").Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		publish()
+		expect("for a PUBLISH")
+
+		s.breakConns()
+		expect("after re-subscribing")
+		publish()
+		expect("for a PUBLISH after re-subscribing")
+
+		synctest.Wait()
+		before := s.m.CurrentConnectionCount()
+		stop()
+		synctest.Wait()
+		if after := s.m.CurrentConnectionCount(); after != before-1 {
+			t.Fatalf("connections: %d before stop, %d after; want one closed", before, after)
+		}
+		select {
+		case <-notices:
+			t.Fatal("unexpected notice")
+		default:
+		}
+	})
+}
+
+// On a real Redis 7: sharded subscription, kept across a server restart.
+func TestSubscribeRedisRestart(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	d := newDriver(c)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	const channel = "{k}:locker:released"
+	notices := make(chan struct{}, 16)
+	stop, err := d.Subscribe(ctx, channel, true, func() { notices <- struct{}{} })
+	if err != nil {
+		t.Fatalf("sharded Subscribe on Redis 7: %v", err)
+	}
+	defer stop()
+	expect := func(what string) {
+		t.Helper()
+		select {
+		case <-notices:
+		case <-ctx.Done():
+			t.Fatalf("no notice %s", what)
+		}
+	}
+	spublish := func() {
+		t.Helper()
+		// The first command after the restart may meet the old, broken connection (EOF):
+		// rueidis does not retry SPUBLISH.
+		var err error
+		for range 3 {
+			if err = c.Do(ctx, c.B().Spublish().Channel(channel).Message("k").Build()).Error(); err == nil {
+				return
+			}
+		}
+		t.Fatal(err)
+	}
+	spublish()
+	expect("for an SPUBLISH")
+	srv.Restart(t)
+	expect("after re-subscribing")
+	spublish()
+	expect("for an SPUBLISH after re-subscribing")
+}
+
+// On a real 3-master cluster: after SCRIPT FLUSH on every node, a batch whose calls go to
+// several nodes falls back and loads the script where it is missing.
+func TestNoScriptCluster(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cluster.Addrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	d := newDriver(c)
+	if !d.Cluster() {
+		t.Fatalf("Cluster() = false with a %s client", c.Mode())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	keys := []string{"a", "b", "c", "d", "e", "f"} // slots on all three masters
+	var calls []redislock.Call
+	for _, k := range keys {
+		if _, err := d.Eval(ctx, redislock.AcquireScript, []string{k}, []string{"o", "10000"}); err != nil {
+			t.Fatal(err)
+		}
+		calls = append(calls, redislock.Call{Keys: []string{k}, Args: []string{"o", "20000"}})
+	}
+	for _, n := range cluster.Nodes {
+		n.Do(t, "SCRIPT", "FLUSH")
+	}
+	for i, r := range d.EvalBatch(ctx, redislock.RenewScript, calls) {
+		if r.Err != nil || len(r.Reply.Array) != 1 || r.Reply.Array[0] != 1 {
+			t.Fatalf("renewal of %s after SCRIPT FLUSH: %+v", keys[i], r)
+		}
+	}
+}

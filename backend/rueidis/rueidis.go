@@ -1,0 +1,255 @@
+// Package rueidislocker is the locker backend for rueidis (github.com/redis/rueidis): keep the
+// client you have — a single-node, Redis Cluster or Sentinel rueidis.Client — and get the
+// reentrant lock of package locker on it. The directory is backend/rueidis; the package is named
+// rueidislocker so that it reads well next to the driver's own package rueidis.
+//
+//	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"localhost:6379"}})
+//	…
+//	client := locker.New(rueidislocker.New(c))
+//
+// Scripts run through rueidis Lua script objects (EVALSHA, EVAL when the server lost its script
+// cache); renewals of many leases go out as EVALSHA calls in one DoMulti (one pipeline per node
+// on a cluster), and when the server answers NOSCRIPT the script is loaded on every node and the
+// refused calls run again, once. Release notices come through rueidis pub/sub hooks on a
+// dedicated connection per contended key (Client.Dedicate), never on the connections that run
+// commands: sharded (SSUBSCRIBE) where the server supports it, else SUBSCRIBE; shared by all
+// the key's waiters and closed when the last one leaves. When that connection breaks, the
+// Backend subscribes again on a new one and wakes the waiters, since notices may have been
+// lost. The scripts and key layout are those of every Redis backend of this module, so clients
+// of different drivers can share locks.
+//
+// rueidis turns client-side caching on by default, which needs CLIENT TRACKING (Redis >= 6).
+// Against a server without it — miniredis, for one — create the client with
+// ClientOption.DisableCache: true, or rueidis.NewClient fails. The lock does not use the cache.
+//
+// Note that rueidis.NewClient picks its cluster client whenever the server answers CLUSTER
+// SLOTS (miniredis does); the Backend then groups renewals by slot, which is harmless on a
+// single node.
+package rueidislocker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/hashlock/locker/internal/redislock"
+)
+
+// Backend is a locker.Locker on a rueidis client. Create it with New; it is safe for concurrent
+// use and needs no Close (the rueidis client stays the caller's to close).
+type Backend struct {
+	*redislock.Backend
+}
+
+// New returns a Backend on c. The Backend never closes c.
+func New(c rueidis.Client) *Backend {
+	return &Backend{redislock.New(newDriver(c), "rueidis")}
+}
+
+func newDriver(c rueidis.Client) *driver {
+	d := &driver{
+		c:       c,
+		cluster: c.Mode() == rueidis.ClientModeCluster,
+		scripts: make(map[*redislock.Script]*rueidis.Lua),
+	}
+	for _, s := range redislock.Scripts() {
+		d.scripts[s] = rueidis.NewLuaScript(s.Source)
+	}
+	return d
+}
+
+// driver implements redislock.Driver with rueidis.
+type driver struct {
+	c       rueidis.Client
+	cluster bool
+	scripts map[*redislock.Script]*rueidis.Lua // read-only after New
+}
+
+// Cluster reports whether c is rueidis's cluster client (Mode is part of rueidis.Client, so
+// wrappers of the client report it too).
+func (d *driver) Cluster() bool { return d.cluster }
+
+// Eval runs s through its Lua object: EVALSHA, then EVAL on NOSCRIPT.
+func (d *driver) Eval(ctx context.Context, s *redislock.Script, keys, args []string) (redislock.Reply, error) {
+	return reply(d.scripts[s].Exec(ctx, d.c, keys, args))
+}
+
+// EvalBatch sends one EVALSHA per call in one DoMulti: one pipeline, one per node on a cluster.
+// (Lua.ExecMulti would first SCRIPT LOAD on every node, a second round trip on every batch.)
+// The calls the server refuses with NOSCRIPT did not run: they run again through
+// Lua.ExecMulti, which loads the script on every node first.
+func (d *driver) EvalBatch(ctx context.Context, s *redislock.Script, calls []redislock.Call) []redislock.Result {
+	if len(calls) == 0 {
+		return nil
+	}
+	cmds := make(rueidis.Commands, len(calls))
+	for i, c := range calls {
+		cmds[i] = d.c.B().Evalsha().Sha1(s.SHA1).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
+	}
+	resps := d.c.DoMulti(ctx, cmds...)
+	results := make([]redislock.Result, len(calls))
+	var again []int // indexes of the calls refused with NOSCRIPT
+	for i, r := range resps {
+		if isNoScript(r.Error()) {
+			again = append(again, i)
+			continue
+		}
+		results[i].Reply, results[i].Err = reply(r)
+	}
+	if len(again) > 0 {
+		execs := make([]rueidis.LuaExec, len(again))
+		for j, i := range again {
+			execs[j] = rueidis.LuaExec{Keys: calls[i].Keys, Args: calls[i].Args}
+		}
+		for j, r := range d.scripts[s].ExecMulti(ctx, d.c, execs...) {
+			results[again[j]].Reply, results[again[j]].Err = reply(r)
+		}
+	}
+	return results
+}
+
+// Subscribe subscribes on a dedicated connection and keeps the subscription up until stop: when
+// the connection breaks (or the server drops the subscription, as it does for a sharded channel
+// whose slot moved), a goroutine subscribes again on a new connection and calls notify.
+func (d *driver) Subscribe(ctx context.Context, channel string, sharded bool, notify func()) (func(), error) {
+	s := &subscription{c: d.c, channel: channel, sharded: sharded, notify: notify}
+	conn, err := s.open(ctx)
+	if err != nil {
+		if sharded && redislock.IsUnknownCommand(err) {
+			return nil, fmt.Errorf("SSUBSCRIBE: %w (%w)", redislock.ErrUnsupported, err)
+		}
+		return nil, err
+	}
+	life, end := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { s.keep(life, conn) })
+	return func() {
+		end()
+		wg.Wait()
+	}, nil
+}
+
+// Timing of re-subscriptions after a lost connection.
+const (
+	resubscribeTimeout  = 10 * time.Second      // bound of one attempt (without a deadline, rueidis may wait forever)
+	resubscribeMinDelay = 50 * time.Millisecond // first pause between failed attempts
+	resubscribeMaxDelay = 5 * time.Second       // longest pause between failed attempts
+)
+
+// subscription is one channel's subscription, on one dedicated connection at a time.
+type subscription struct {
+	c       rueidis.Client
+	channel string
+	sharded bool
+	notify  func()
+}
+
+// conn is a dedicated connection subscribed to the channel.
+type conn struct {
+	dc   rueidis.DedicatedClient
+	done <-chan error    // closed (after at most one error) when the hooks stop: connection lost or closed
+	gone <-chan struct{} // receives when the server ended the subscription itself
+}
+
+// open dedicates a connection, subscribes it, and returns once the server confirmed (or
+// refused) the subscription.
+func (s *subscription) open(ctx context.Context) (conn, error) {
+	dc, _ := s.c.Dedicate() // dc.Close releases it
+	gone := make(chan struct{}, 1)
+	done := dc.SetPubSubHooks(rueidis.PubSubHooks{
+		// Hooks run in the connection's reader goroutine: no blocking here.
+		OnMessage: func(rueidis.PubSubMessage) { s.notify() },
+		OnSubscription: func(sub rueidis.PubSubSubscription) {
+			switch sub.Kind {
+			case "unsubscribe", "sunsubscribe":
+				if sub.Channel == s.channel {
+					select {
+					case gone <- struct{}{}:
+					default:
+					}
+				}
+			}
+		},
+	})
+	var cmd rueidis.Completed
+	if s.sharded {
+		cmd = dc.B().Ssubscribe().Channel(s.channel).Build()
+	} else {
+		cmd = dc.B().Subscribe().Channel(s.channel).Build()
+	}
+	// rueidis resolves a SUBSCRIBE once the server's confirmation arrived.
+	if err := dc.Do(ctx, cmd).Error(); err != nil {
+		dc.Close()
+		return conn{}, err
+	}
+	return conn{dc: dc, done: done, gone: gone}, nil
+}
+
+// keep holds the subscription until life ends, re-subscribing when it is lost, and closes the
+// last connection.
+func (s *subscription) keep(life context.Context, c conn) {
+	delay := resubscribeMinDelay
+	for {
+		select {
+		case <-life.Done():
+			c.dc.Close()
+			return
+		case <-c.done:
+		case <-c.gone:
+		}
+		c.dc.Close()
+		for {
+			ctx, cancel := context.WithTimeout(life, resubscribeTimeout)
+			var err error
+			c, err = s.open(ctx)
+			cancel()
+			if err == nil {
+				break
+			}
+			t := time.NewTimer(delay)
+			select {
+			case <-life.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			delay = min(2*delay, resubscribeMaxDelay)
+		}
+		delay = resubscribeMinDelay
+		s.notify() // notices may have been lost while the subscription was down
+	}
+}
+
+// isNoScript reports whether err is the server's NOSCRIPT answer to EVALSHA.
+func isNoScript(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && re.IsNoScript()
+}
+
+// reply converts a script reply: an integer, or an array of integers.
+func reply(r rueidis.RedisResult) (redislock.Reply, error) {
+	m, err := r.ToMessage()
+	if err != nil {
+		return redislock.Reply{}, err
+	}
+	if m.IsInt64() {
+		n, _ := m.ToInt64()
+		return redislock.Reply{Int: n}, nil
+	}
+	if m.IsArray() {
+		vs, _ := m.ToArray()
+		out := redislock.Reply{Array: make([]int64, len(vs))}
+		for i, v := range vs {
+			n, err := v.ToInt64()
+			if err != nil {
+				return redislock.Reply{}, fmt.Errorf("unexpected script reply element: %w", err)
+			}
+			out.Array[i] = n
+		}
+		return out, nil
+	}
+	return redislock.Reply{}, fmt.Errorf("unexpected script reply %s", m.String())
+}
