@@ -5,12 +5,12 @@ import (
 	"net"
 	"testing"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
 	"github.com/hashlock/locker/conformance"
+	"github.com/hashlock/locker/internal/redistest"
 )
 
 // miniredis inside a synctest bubble: in-memory connections (Dial), leases on the bubble's
@@ -19,9 +19,7 @@ func TestConformanceMiniredis(t *testing.T) {
 	conformance.Run(t, conformance.Factory{
 		Synctest: true,
 		New: func(t conformance.TB) locker.Locker {
-			m := miniredis.NewMiniRedis()
-			m.ClockTTL(true)
-			t.Cleanup(m.Close)
+			m := redistest.Miniredis(t)
 			rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0", Dialer: func(context.Context, string, string) (net.Conn, error) { return m.Dial() }})
 			t.Cleanup(func() { rdb.Close() })
 			return goredis.New(rdb)

@@ -117,21 +117,7 @@ func reply(cmd *redis.Cmd) (redislock.Reply, error) {
 	if err != nil {
 		return redislock.Reply{}, err
 	}
-	switch v := v.(type) {
-	case int64:
-		return redislock.Reply{Int: v}, nil
-	case []any:
-		r := redislock.Reply{Array: make([]int64, len(v))}
-		for i, x := range v {
-			n, ok := x.(int64)
-			if !ok {
-				return redislock.Reply{}, fmt.Errorf("unexpected script reply element %T", x)
-			}
-			r.Array[i] = n
-		}
-		return r, nil
-	}
-	return redislock.Reply{}, fmt.Errorf("unexpected script reply %T", v)
+	return redislock.ReplyOf(v)
 }
 
 // anys converts script arguments for go-redis.

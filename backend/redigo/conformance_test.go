@@ -1,11 +1,7 @@
 package redigo_test
 
 import (
-	"context"
 	"testing"
-
-	"github.com/alicebob/miniredis/v2"
-	"github.com/gomodule/redigo/redis"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/redigo"
@@ -19,20 +15,7 @@ func TestConformanceMiniredis(t *testing.T) {
 	conformance.Run(t, conformance.Factory{
 		Synctest: true,
 		New: func(t conformance.TB) locker.Locker {
-			m := miniredis.NewMiniRedis()
-			m.ClockTTL(true)
-			t.Cleanup(m.Close)
-			p := &redis.Pool{
-				MaxIdle: 4,
-				DialContext: func(context.Context) (redis.Conn, error) {
-					nc, err := m.Dial()
-					if err != nil {
-						return nil, err
-					}
-					return redis.NewConn(nc, 0, 0), nil
-				},
-			}
-			t.Cleanup(func() { p.Close() })
+			_, p := newMiniredis(t)
 			return redigo.New(p)
 		},
 	})

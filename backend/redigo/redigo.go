@@ -203,23 +203,10 @@ func reply(v any, err error) (redislock.Reply, error) {
 	if err != nil {
 		return redislock.Reply{}, err
 	}
-	switch v := v.(type) {
-	case redis.Error:
-		return redislock.Reply{}, v
-	case int64:
-		return redislock.Reply{Int: v}, nil
-	case []any:
-		r := redislock.Reply{Array: make([]int64, len(v))}
-		for i, x := range v {
-			n, ok := x.(int64)
-			if !ok {
-				return redislock.Reply{}, fmt.Errorf("unexpected script reply element %T", x)
-			}
-			r.Array[i] = n
-		}
-		return r, nil
+	if e, ok := v.(redis.Error); ok {
+		return redislock.Reply{}, e
 	}
-	return redislock.Reply{}, fmt.Errorf("unexpected script reply %T", v)
+	return redislock.ReplyOf(v)
 }
 
 // isNoScript reports whether a pipelined reply is the server's NOSCRIPT error.

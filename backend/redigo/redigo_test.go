@@ -11,14 +11,14 @@ import (
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/redigo"
+	"github.com/hashlock/locker/conformance"
+	"github.com/hashlock/locker/internal/redistest"
 )
 
 // newMiniredis returns a miniredis on the bubble's clock and a pool of in-memory connections to
 // it, both closed at the end of the test.
-func newMiniredis(t *testing.T) (*miniredis.Miniredis, *redis.Pool) {
-	m := miniredis.NewMiniRedis()
-	m.ClockTTL(true)
-	t.Cleanup(m.Close)
+func newMiniredis(t conformance.TB) (*miniredis.Miniredis, *redis.Pool) {
+	m := redistest.Miniredis(t)
 	p := &redis.Pool{
 		MaxIdle: 4,
 		DialContext: func(context.Context) (redis.Conn, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
+	"github.com/hashlock/locker/conformance"
 	"github.com/hashlock/locker/internal/redislock"
 	"github.com/hashlock/locker/internal/redistest"
 )
@@ -27,10 +28,8 @@ type testServer struct {
 	conns []net.Conn
 }
 
-func newTestServer(t *testing.T) *testServer {
-	s := &testServer{m: miniredis.NewMiniRedis()}
-	s.m.ClockTTL(true)
-	t.Cleanup(s.m.Close)
+func newTestServer(t conformance.TB) *testServer {
+	s := &testServer{m: redistest.Miniredis(t)}
 	c, err := rueidis.NewClient(rueidis.ClientOption{
 		InitAddress:  []string{"127.0.0.1:0"},
 		DisableCache: true,
@@ -45,12 +44,16 @@ func newTestServer(t *testing.T) *testServer {
 		},
 	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("rueidis.NewClient: %v", err)
 	}
 	s.c = c
 	t.Cleanup(func() {
 		c.Close()
-		time.Sleep(2 * time.Second) // see TestConformanceMiniredis
+		// The cluster client's Close closes its connections in goroutines and returns; a
+		// connection that breaks first (miniredis closing) schedules a topology refresh after a
+		// random delay of up to 1s. Let the bubble's clock run past both, so that no goroutine
+		// outlives the case.
+		time.Sleep(2 * time.Second)
 	})
 	return s
 }

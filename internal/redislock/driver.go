@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -58,4 +59,24 @@ var ErrUnsupported = errors.ErrUnsupported
 // ("ERR unknown command …"), as SSUBSCRIBE gets from Redis before 7 and from miniredis.
 func IsUnknownCommand(err error) bool {
 	return err != nil && strings.Contains(strings.ToLower(err.Error()), "unknown command")
+}
+
+// ReplyOf converts a script reply decoded the usual Go way (go-redis, Redigo): an int64, or a
+// []any of int64.
+func ReplyOf(v any) (Reply, error) {
+	switch v := v.(type) {
+	case int64:
+		return Reply{Int: v}, nil
+	case []any:
+		r := Reply{Array: make([]int64, len(v))}
+		for i, x := range v {
+			n, ok := x.(int64)
+			if !ok {
+				return Reply{}, fmt.Errorf("unexpected script reply element %T", x)
+			}
+			r.Array[i] = n
+		}
+		return r, nil
+	}
+	return Reply{}, fmt.Errorf("unexpected script reply %T", v)
 }
