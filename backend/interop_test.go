@@ -31,7 +31,7 @@ type driver struct {
 
 var drivers = []driver{
 	{"goredis", func(t *testing.T, addr string) locker.Locker {
-		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { rdb.Close() })
 		return goredis.New(rdb)
 	}},

@@ -19,7 +19,7 @@ func Example() {
 		return
 	}
 	defer m.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 
 	client := locker.New(goredis.New(rdb))

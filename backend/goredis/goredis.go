@@ -2,8 +2,13 @@
 // client you have — *redis.Client, *redis.ClusterClient, or a failover (Sentinel) client, any
 // redis.UniversalClient — and get the reentrant lock of package locker on it.
 //
-//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
 //	client := locker.New(goredis.New(rdb))
+//
+// Create the client with ContextTimeoutEnabled: true. Without it go-redis ignores the deadlines
+// of contexts and bounds each call by its ReadTimeout and WriteTimeout instead (3s by default):
+// a Lock whose ctx ends, or an Unlock, can then take that long against a server that stopped
+// answering. (The lock's safety does not depend on it: a lease's context ends on time either way.)
 //
 // Scripts run through go-redis script objects (EVALSHA, EVAL when the server lost its script
 // cache); renewals of many leases go out in one pipeline (one per node on a cluster); release

@@ -16,7 +16,7 @@ func TestConformanceRedis(t *testing.T) {
 	srv := redistest.StartServer(t)
 	conformance.Run(t, conformance.Factory{
 		New: func(t conformance.TB) locker.Locker {
-			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { rdb.Close() })
 			return goredis.New(rdb)
 		},
@@ -29,7 +29,7 @@ func TestConformanceCluster(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
 	conformance.Run(t, conformance.Factory{
 		New: func(t conformance.TB) locker.Locker {
-			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs})
+			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { rdb.Close() })
 			return goredis.New(rdb)
 		},

@@ -12,10 +12,25 @@ import (
 
 var _ locker.Locker = (*Backend)(nil)
 
-// maxBatch is the most keys one renewal script call carries.
-const maxBatch = 512
+const (
+	// maxBatch is the most keys one renewal script call carries.
+	maxBatch = 512
+	// callTimeout bounds a call whose ctx has no deadline: a server that stops answering
+	// (paused, partitioned) must give an error, not a hang, whatever the driver's own timeouts
+	// (Redigo has none by default). It matches go-redis's and rueidis's default I/O timeouts.
+	callTimeout = 10 * time.Second
+)
 
-// Backend is a locker.Locker on Redis through a Driver. It is safe for concurrent use.
+// bound returns ctx with a deadline callTimeout away when it has none.
+func bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, callTimeout)
+}
+
+// Backend is a locker.Locker on Redis through a Driver. It is safe for concurrent use. Every
+// call is bounded by its ctx, or by 10s when ctx has no deadline.
 type Backend struct {
 	d       Driver
 	prefix  string // prepended to every error message: "goredis", "rueidis"…
@@ -29,6 +44,8 @@ func New(d Driver, name string) *Backend {
 
 // Acquire implements locker.Locker with acquire.lua.
 func (b *Backend) Acquire(ctx context.Context, key, owner string, ttl time.Duration) (locker.Acquisition, error) {
+	ctx, cancel := bound(ctx)
+	defer cancel()
 	r, err := b.d.Eval(ctx, AcquireScript, []string{key}, []string{owner, millis(ttl)})
 	if err != nil {
 		return locker.Acquisition{}, b.fail(ctx, "acquire", key, err)
@@ -41,6 +58,8 @@ func (b *Backend) Acquire(ctx context.Context, key, owner string, ttl time.Durat
 
 // Release implements locker.Locker with release.lua.
 func (b *Backend) Release(ctx context.Context, key, owner string) (int, error) {
+	ctx, cancel := bound(ctx)
+	defer cancel()
 	r, err := b.d.Eval(ctx, ReleaseScript, []string{key}, []string{owner, Channel(key)})
 	if err != nil {
 		return 0, b.fail(ctx, "release", key, err)
@@ -55,6 +74,8 @@ func (b *Backend) Release(ctx context.Context, key, owner string) (int, error) {
 // cluster slot (any keys when not on a cluster), up to maxBatch keys a call, all calls in one
 // EvalBatch.
 func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
+	ctx, cancel := bound(ctx)
+	defer cancel()
 	errs := make([]error, len(batch))
 	groups := b.group(batch)
 	calls := make([]Call, len(groups))
@@ -119,6 +140,8 @@ func (b *Backend) group(batch []locker.Renewal) [][]int {
 
 // Inspect implements locker.Locker with inspect.lua.
 func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error) {
+	ctx, cancel := bound(ctx)
+	defer cancel()
 	r, err := b.d.Eval(ctx, InspectScript, []string{key}, nil)
 	if err != nil {
 		return locker.State{}, b.fail(ctx, "inspect", key, err)
@@ -134,6 +157,8 @@ func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error)
 
 // ForceRelease implements locker.Locker with force.lua.
 func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {
+	ctx, cancel := bound(ctx)
+	defer cancel()
 	r, err := b.d.Eval(ctx, ForceScript, []string{key}, []string{Channel(key)})
 	if err != nil {
 		return false, b.fail(ctx, "force release", key, err)
@@ -144,6 +169,8 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {
 // Subscribe implements locker.Locker: one driver subscription per channel, shared by every
 // waiter of the key and ended when the last one leaves.
 func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	ctx, cancel := bound(ctx)
+	defer cancel()
 	ch, cancel, err := b.notices.subscribe(ctx, Channel(key))
 	if err != nil {
 		return nil, nil, b.fail(ctx, "subscribe", key, err)

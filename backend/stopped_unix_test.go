@@ -1,0 +1,57 @@
+//go:build unix
+
+package backend_test
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/internal/redistest"
+)
+
+// A server that stops answering (SIGSTOP: connections stay open, replies never come) gives
+// errors within the caller's ctx, and the holder's lease context ends before its lease could
+// have expired on the server, for every driver.
+func TestStoppedServer(t *testing.T) {
+	for _, d := range drivers {
+		t.Run(d.name, func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			const ttl = time.Second
+			c := locker.New(d.new(t, srv.Addr), locker.WithTTL(ttl))
+			defer c.Close()
+			l, err := c.Lock(context.Background(), "stopped")
+			if err != nil {
+				t.Fatal(err)
+			}
+			acquired := time.Now()
+			if err := syscall.Kill(srv.PID(), syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = syscall.Kill(srv.PID(), syscall.SIGCONT) })
+
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err = c.TryLock(ctx, "other")
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("TryLock on a stopped server = %v, want an error wrapping DeadlineExceeded", err)
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				t.Fatalf("TryLock with a 300ms ctx took %v on a stopped server", took)
+			}
+
+			select {
+			case <-l.Context().Done():
+			case <-time.After(time.Until(acquired.Add(ttl))):
+				t.Fatal("the lease context was still live when the lease may have expired")
+			}
+			if cause := context.Cause(l.Context()); !errors.Is(cause, locker.ErrLockLost) {
+				t.Fatalf("cause %v, want ErrLockLost", cause)
+			}
+		})
+	}
+}
