@@ -179,9 +179,14 @@ func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, f
 }
 
 // fail wraps a driver error with the operation and key, and with ctx's error when ctx ended
-// (drivers do not all say so).
+// (drivers do not all say so: Redigo reports the I/O timeout it derived from the deadline, which
+// may fire a moment before the ctx's own timer).
 func (b *Backend) fail(ctx context.Context, op, key string, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+	ctxErr := ctx.Err()
+	if d, ok := ctx.Deadline(); ok && ctxErr == nil && !time.Now().Before(d) {
+		ctxErr = context.DeadlineExceeded
+	}
+	if ctxErr != nil && !errors.Is(err, ctxErr) {
 		return fmt.Errorf("%s: %s %q: %w (%w)", b.prefix, op, key, ctxErr, err)
 	}
 	return fmt.Errorf("%s: %s %q: %w", b.prefix, op, key, err)
