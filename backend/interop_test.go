@@ -20,6 +20,7 @@ import (
 	"github.com/hashlock/locker/backend/goredis"
 	redigolocker "github.com/hashlock/locker/backend/redigo"
 	rueidislocker "github.com/hashlock/locker/backend/rueidis"
+	"github.com/hashlock/locker/internal/redislock"
 	"github.com/hashlock/locker/internal/redistest"
 )
 
@@ -267,4 +268,69 @@ func TestServerRestartLosesLeases(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Waiters of one key share one subscription (one connection, whatever their number), and the
+// subscription ends when the last waiter leaves: nothing is left subscribed on the server.
+func TestSubscriptionsShared(t *testing.T) {
+	srv := redistest.StartServer(t)
+	for _, d := range drivers {
+		t.Run(d.name, func(t *testing.T) {
+			key := "shared:" + d.name
+			channel := redislock.Channel(key)
+			b := d.new(t, srv.Addr)
+			holder := locker.New(b, locker.WithTTL(30*time.Second))
+			defer holder.Close()
+			ctx := context.Background()
+			held, err := holder.Lock(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer held.Unlock()
+
+			const waiters = 5
+			wctx, stop := context.WithCancel(ctx)
+			seen := &refusals{Locker: b, seen: make(chan struct{}, 2*waiters)}
+			var wg sync.WaitGroup
+			for range waiters {
+				c := locker.New(seen)
+				defer c.Close()
+				wg.Go(func() {
+					_, err := c.Lock(wctx, key, locker.WithRetry(locker.LinearBackoff(time.Hour)))
+					if !errors.Is(err, context.Canceled) {
+						t.Errorf("waiter: %v, want it cancelled", err)
+					}
+				})
+			}
+			for range 2 * waiters { // each waiter is refused before and after subscribing
+				<-seen.seen
+			}
+			if n := subscribers(t, srv, channel); n != 1 {
+				t.Fatalf("%d waiters hold %d subscriptions to %s, want 1", waiters, n, channel)
+			}
+			stop()
+			wg.Wait()
+			deadline := time.Now().Add(5 * time.Second)
+			for subscribers(t, srv, channel) != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the subscription to %s outlived its waiters by 5s", channel)
+				}
+				time.Sleep(10 * time.Millisecond) // the server sees the unsubscription a moment later
+			}
+		})
+	}
+}
+
+// subscribers returns how many connections subscribe to channel, sharded or not.
+func subscribers(t *testing.T, srv *redistest.Server, channel string) int64 {
+	t.Helper()
+	n := int64(0)
+	for _, cmd := range []string{"NUMSUB", "SHARDNUMSUB"} {
+		r, _ := srv.Do(t, "PUBSUB", cmd, channel).([]any)
+		if len(r) == 2 {
+			c, _ := r[1].(int64)
+			n += c
+		}
+	}
+	return n
 }
