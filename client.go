@@ -24,6 +24,9 @@ type Client struct {
 	held   map[holdID]*hold // every (key, owner) this Client holds leases of
 	seq    uint64           // counts confirmed lease resets, for hold.confirm
 	wd     watchdog
+
+	turnMu sync.Mutex       // guards turns and every turn's users; taken after mu, never before
+	turns  map[string]*turn // the local queues of Lock calls per backend key
 }
 
 // New returns a Client over backend, with opts as the defaults of every call (each call may
@@ -43,6 +46,7 @@ func New(backend Locker, opts ...Option) *Client {
 		ctx:     ctx,
 		stopCtx: stop,
 		held:    make(map[holdID]*hold),
+		turns:   make(map[string]*turn),
 	}
 }
 
@@ -145,52 +149,113 @@ func (c *Client) check(ctx context.Context, key string, cfg config) (string, err
 	return cfg.prefix + key, nil
 }
 
+// request is one Lock or TryLock call, resolved.
+type request struct {
+	key, full, owner string
+	cfg              config
+	fresh            bool   // owner is a new random token (not re-entry, not WithOwner)
+	carrier          *Lease // the lease whose context carried the owner, for a nested re-entry
+	turn             *turn  // the local turn this call holds, handed to its Lease
+}
+
 // obtain is Lock (wait == true) and TryLock.
+//
+// Lock calls of one Client with fresh owners on one key queue locally (see turn): while any of
+// them waits or holds the lock through this Client, the others wait for their turn without a
+// round trip, so a releaser that locks again at once cannot overtake them, and only one of them
+// polls or listens on the backend.
 func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait bool) (*Lease, error) {
 	cfg := c.cfg.with(opts)
 	full, err := c.check(ctx, key, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("locker: lock %q: %w", key, err)
 	}
-	owner := cfg.owner
-	var carrier *Lease // the lease whose context carries the ownership, for a nested re-entry
-	if owner == "" {
-		if carrier = carrierOf(ctx, full); carrier != nil {
-			owner = carrier.owner
+	r := &request{key: key, full: full, owner: cfg.owner, cfg: cfg}
+	if r.owner == "" {
+		if r.carrier = carrierOf(ctx, full); r.carrier != nil {
+			r.owner = r.carrier.owner
 		}
 	}
-	fresh := owner == ""
-	if fresh {
-		owner = newOwnerToken()
+	if r.fresh = r.owner == ""; r.fresh {
+		r.owner = newOwnerToken()
 	}
+	_, retries := cfg.retry.Backoff(0)
+	queue := wait && r.fresh && retries
 
+	var t *turn
+	if queue {
+		t = c.queuedTurn(full)
+	}
+	var refused *NotObtainedError
+	if t == nil {
+		l, ref, err := c.attempt(ctx, r)
+		if l != nil || err != nil {
+			return l, err
+		}
+		if !wait {
+			return nil, ref
+		}
+		refused = ref
+		if queue {
+			t = c.joinTurn(full)
+		}
+	}
+	if t == nil {
+		return c.contend(ctx, r, refused, 0)
+	}
+	n, err := c.takeTurn(ctx, r, t)
+	if err != nil {
+		c.leaveTurn(full, t, false)
+		return nil, err
+	}
+	r.turn = t
+	l, err := c.contend(ctx, r, refused, n)
+	if err != nil {
+		c.leaveTurn(full, t, true)
+	}
+	return l, err
+}
+
+// attempt makes one Acquire: it returns the Lease when granted, or the refusal.
+func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedError, error) {
+	var seq uint64
+	if !r.fresh {
+		seq = c.opStart(r.full, r.owner)
+	}
+	sent := time.Now()
+	res, err := c.backend.Acquire(ctx, r.full, r.owner, r.cfg.ttl)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, &NotObtainedError{Key: r.key, Err: ctx.Err()}
+		}
+		return nil, nil, fmt.Errorf("locker: lock %q: %w", r.key, err)
+	}
+	if !res.Acquired() {
+		return nil, &NotObtainedError{Key: r.key, TTL: res.TTL}, nil
+	}
+	l, err := c.register(ctx, r, res.Holds, seq, sent)
+	return l, nil, err
+}
+
+// contend tries until the lock is granted, the retry strategy gives up, ctx ends or the Client
+// closes. refused is the refusal of an attempt just made (nil: start with an attempt); retries
+// the strategy's count so far. Between attempts it waits for a release notice, or for the
+// shorter of the holder's remaining lease and the strategy's next wait.
+func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedError, retries int) (*Lease, error) {
 	var (
-		retries  int
 		notices  <-chan struct{}
 		listened bool
 		timer    *time.Timer
 	)
 	for {
-		var seq uint64
-		if !fresh {
-			seq = c.opStart(full, owner)
-		}
-		sent := time.Now()
-		res, err := c.backend.Acquire(ctx, full, owner, cfg.ttl)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, &NotObtainedError{Key: key, Err: ctx.Err()}
+		if refused == nil {
+			l, ref, err := c.attempt(ctx, r)
+			if l != nil || err != nil {
+				return l, err
 			}
-			return nil, fmt.Errorf("locker: lock %q: %w", key, err)
+			refused = ref
 		}
-		if res.Acquired() {
-			return c.register(ctx, key, full, owner, cfg, res.Holds, seq, sent, carrier)
-		}
-		refused := &NotObtainedError{Key: key, TTL: res.TTL}
-		if !wait {
-			return nil, refused
-		}
-		backoff, ok := cfg.retry.Backoff(retries)
+		backoff, ok := r.cfg.retry.Backoff(retries)
 		if !ok {
 			return nil, refused
 		}
@@ -199,10 +264,11 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait boo
 			// again at once: a release between the refusal and the subscription sent no notice
 			// to us. A backend without notices (or a failed subscription) leaves timers only.
 			listened = true
-			ch, cancel, err := c.backend.Subscribe(ctx, full)
+			ch, cancel, err := c.backend.Subscribe(ctx, r.full)
 			if err == nil {
 				defer cancel()
 				notices = ch
+				refused = nil
 				continue
 			}
 			if ctx.Err() != nil {
@@ -211,8 +277,8 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait boo
 			}
 		}
 		retries++
-		if res.TTL > 0 && res.TTL < backoff {
-			backoff = res.TTL
+		if refused.TTL > 0 && refused.TTL < backoff {
+			backoff = refused.TTL
 		}
 		if timer == nil {
 			timer = time.NewTimer(max(backoff, 0))
@@ -227,24 +293,25 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait boo
 			refused.Err = ctx.Err()
 			return nil, refused
 		case <-c.done:
-			return nil, fmt.Errorf("locker: lock %q: %w", key, ErrClosed)
+			return nil, fmt.Errorf("locker: lock %q: %w", r.key, ErrClosed)
 		}
+		refused = nil
 	}
 }
 
 // register records a granted hold: it makes the Lease and its context and hands the hold to the
-// watchdog. sent is when the Acquire was sent, seq what opStart returned before it, carrier the
-// lease whose context carried the owner (nil if none).
+// watchdog. sent is when the Acquire was sent, seq what opStart returned before it.
 //
 // A grant of a first hold (holds == 1) to an owner this Client already holds leases of means
 // that the owner's holds had vanished from the backend (expired, or forced away) before the
 // Acquire: those leases are lost. A nested re-entry through such a lease's context then fails
 // with ErrLockLost rather than pass off a fresh lock as a re-entry: the outer critical section
 // was not exclusive.
-func (c *Client) register(ctx context.Context, key, full, owner string, cfg config, holds int, seq uint64, sent time.Time, carrier *Lease) (*Lease, error) {
+func (c *Client) register(ctx context.Context, r *request, holds int, seq uint64, sent time.Time) (*Lease, error) {
+	key, full, owner, cfg := r.key, r.full, r.owner, r.cfg
 	l := &Lease{
 		client: c, key: key, fullKey: full, owner: owner,
-		holds: holds, ttl: cfg.ttl, renew: cfg.renew, outer: outerLease(ctx),
+		holds: holds, ttl: cfg.ttl, renew: cfg.renew, outer: outerLease(ctx), turn: r.turn,
 	}
 	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(ctx, ownershipKey{}, l))
 	if !cfg.renew {
@@ -264,7 +331,7 @@ func (c *Client) register(ctx context.Context, key, full, owner string, cfg conf
 	}
 	if holds == 1 && len(h.leases) > 0 {
 		lost := h.dropUpTo(seq)
-		if carrier != nil && slices.Contains(lost, carrier) {
+		if r.carrier != nil && slices.Contains(lost, r.carrier) {
 			if len(h.leases) == 0 {
 				delete(c.held, id)
 			}
@@ -285,6 +352,7 @@ func (c *Client) register(ctx context.Context, key, full, owner string, cfg conf
 // giveBack releases a hold that was granted but will not be handed out (nobody would unlock it),
 // ends its lease's context, and returns the error for the caller, wrapping cause.
 func (c *Client) giveBack(ctx context.Context, l *Lease, cause error) error {
+	l.turn = nil // never handed out: the caller leaves the turn
 	l.end(cause)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
 	defer cancel()

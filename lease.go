@@ -20,11 +20,13 @@ type Lease struct {
 	renew   bool
 	outer   *Lease // the lease whose context this one's was derived from, if any
 	seq     uint64 // Client.seq when it was registered: orders it against the hold's operations
+	turn    *turn  // the local turn this lease holds, passed on by Unlock or loss; nil if none
 
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	stop     context.CancelFunc // ends the deadline of a fixed lease; nil when renewed
 	unlocked atomic.Bool
+	passed   atomic.Bool // the turn was handed on
 }
 
 // Key returns the key as it was passed to Lock, without the key prefix.
@@ -88,16 +90,29 @@ func (l *Lease) Unlock() error {
 	l.end(nil)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), l.ttl)
 	defer cancel()
-	if _, err := l.client.backend.Release(ctx, l.fullKey, l.owner); err != nil {
+	_, err := l.client.backend.Release(ctx, l.fullKey, l.owner)
+	l.passTurn() // after the release: the next local waiter tries at once
+	if err != nil {
 		return fmt.Errorf("locker: unlock %q: %w", l.key, err)
 	}
 	return nil
 }
 
-// end ends the lease's context with cause (nil: context.Canceled).
+// end ends the lease's context with cause (nil: context.Canceled, for Unlock). A lost or closed
+// lease passes its turn on, since no Unlock may ever come.
 func (l *Lease) end(cause error) {
 	l.cancel(cause)
 	if l.stop != nil {
 		l.stop()
+	}
+	if cause != nil {
+		l.passTurn()
+	}
+}
+
+// passTurn hands the lease's local turn to the next waiting Lock, once.
+func (l *Lease) passTurn() {
+	if l.turn != nil && l.passed.CompareAndSwap(false, true) {
+		l.client.leaveTurn(l.fullKey, l.turn, true)
 	}
 }

@@ -28,6 +28,7 @@ func (s *suite) client(t *testing.T) {
 		{"Notices", notices},
 		{"NoticeWakesWaiter", noticeWakesWaiter},
 		{"ForceUnlockWakesWaiter", forceUnlockWakesWaiter},
+		{"LocalQueue", localQueue},
 		{"WaitBounded", waitBounded},
 		{"InvalidInput", invalidInput},
 		{"KeyPrefix", keyPrefix},
@@ -417,6 +418,63 @@ func wakesWaiter(e *env, name string, release func(holder *locker.Lease, c *lock
 	}
 	if d := acquired.Sub(released); d > e.ttl/2 {
 		t.Fatalf("the waiter took %v after the release, want well under a TTL", d)
+	}
+}
+
+// Lock calls of one Client on one key queue locally: a waiter behind a holder of the same
+// Client gets the lock when the holder unlocks, and also when the holder's lease is lost
+// without an Unlock; a bounded strategy still gives up; TryLock does not wait in the queue.
+func localQueue(e *env) {
+	t, c, ctx, key := e.t, e.client(), background(e.t), e.key("queue")
+	first := ok(c.Lock(ctx, key))(t)
+	got := make(chan *locker.Lease, 1)
+	go func() {
+		l, err := c.Lock(ctx, key)
+		if err != nil {
+			t.Errorf("queued Lock: %v", err)
+		}
+		got <- l
+	}()
+	e.settle()
+	if _, err := c.Lock(ctx, key, locker.WithRetry(locker.LimitRetry(locker.LinearBackoff(e.ttl/20), 1))); !errors.Is(err, locker.ErrNotObtained) {
+		t.Fatalf("a Lock with one retry behind a local holder = %v, want ErrNotObtained", err)
+	}
+	if _, err := c.TryLock(ctx, key); !errors.Is(err, locker.ErrNotObtained) {
+		t.Fatalf("TryLock of a locally held key = %v, want ErrNotObtained", err)
+	}
+	if err := first.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	var second *locker.Lease
+	select {
+	case second = <-got:
+	case <-time.After(e.ttl):
+		t.Fatal("the queued Lock did not get the lock within a TTL of the Unlock")
+	}
+	if second == nil {
+		t.FailNow()
+	}
+
+	// Now lose the second lease behind the Client's back: the next in line must not starve.
+	go func() {
+		l, err := c.Lock(ctx, key)
+		if err != nil {
+			t.Errorf("queued Lock: %v", err)
+		}
+		got <- l
+	}()
+	e.settle()
+	ok(e.probe.Locker.ForceRelease(ctx, key))(t)
+	select {
+	case third := <-got:
+		if third != nil {
+			third.Unlock()
+		}
+	case <-time.After(2 * e.ttl):
+		t.Fatal("the queued Lock starved after the holder's lease was lost")
+	}
+	if cause := context.Cause(second.Context()); !errors.Is(cause, locker.ErrLockLost) {
+		t.Fatalf("the forced-away lease's cause = %v, want ErrLockLost", cause)
 	}
 }
 

@@ -8,9 +8,10 @@ import (
 	"github.com/hashlock/locker"
 )
 
-// exclusion: goroutines with their own Clients (so their own owners) lock one key in turns and
-// update a counter that only the lock protects. Two of them inside at once is a failure, and so
-// is a lost update; -race reports the unprotected access too.
+// exclusion: goroutines lock one key in turns and update a counter that only the lock protects.
+// Two of them inside at once is a failure, and so is a lost update; -race reports the
+// unprotected access too. Half the goroutines have their own Client, as separate processes
+// would; the other half share one, whose Lock calls queue locally.
 func exclusion(e *env) {
 	const workers, rounds = 8, 50
 	t, ctx, key := e.t, background(e.t), e.key("exclusion")
@@ -20,8 +21,12 @@ func exclusion(e *env) {
 		wg      sync.WaitGroup
 		fail    = make(chan error, workers)
 	)
-	for range workers {
-		c := e.client()
+	shared := e.client()
+	for i := range workers {
+		c := shared
+		if i%2 == 0 {
+			c = e.client()
+		}
 		wg.Go(func() {
 			for range rounds {
 				l, err := c.Lock(ctx, key, locker.WithRetry(locker.LinearBackoff(e.ttl/50)))
