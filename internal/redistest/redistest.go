@@ -9,11 +9,15 @@
 // test (see Require); set LOCKER_REQUIRE_REDIS=1 to make that a failure, for
 // example in CI where the Redis-backed tests must not be silently skipped.
 //
+// StartSentinel starts a redis-server in sentinel mode watching one such
+// server, with the same port, directory, process and cleanup handling.
+//
 // The package also has a minimal RESP client, Do and Server.Do, for tests
 // that need to send a command directly (SCRIPT FLUSH, DEBUG SLEEP, PTTL...).
 //
-// Every wait in this package is bounded: a server must answer PING within
-// 10 seconds of being started, and a cluster must be fully formed within 20.
+// Every wait in this package is bounded: a server (or sentinel) must answer
+// PING within 10 seconds of being started, a sentinel must report its
+// master's address within 10 more, and a cluster must be fully formed within 20.
 package redistest
 
 import (
@@ -95,9 +99,10 @@ func require(t testing.TB) bool {
 type Option func(*config)
 
 type config struct {
-	aof     bool
-	args    []string
-	cluster bool
+	aof      bool
+	args     []string
+	cluster  bool
+	sentinel *sentinelConfig // non-nil: run in sentinel mode (see StartSentinel)
 }
 
 // WithAOF enables the append-only file with "appendfsync always", so every
@@ -195,8 +200,10 @@ func startServer(t testing.TB, cfg config) *Server {
 		if !errors.Is(err, errPortInUse) {
 			break
 		}
-		// nodes.conf may have been written before the bus port failed to bind.
+		// nodes.conf may have been written before the bus port failed to bind;
+		// sentinel.conf names the port that was taken.
 		_ = os.Remove(filepath.Join(s.Dir, "nodes.conf"))
+		_ = os.Remove(s.sentinelConfPath())
 	}
 	if errors.Is(err, errPortInUse) {
 		t.Fatalf("redistest: start redis-server (%s, dir %s): the port was taken by another process on each of %d attempts; last: %v",
@@ -283,6 +290,11 @@ func (s *Server) logPath() string { return filepath.Join(s.Dir, "redis.log") }
 func (s *Server) outPath() string { return filepath.Join(s.Dir, "redis.out") }
 
 func (s *Server) args() []string {
+	if s.cfg.sentinel != nil {
+		// Sentinel mode: the config file (port, bind, dir, monitor) must come first.
+		a := []string{s.sentinelConfPath(), "--sentinel", "--daemonize", "no", "--logfile", s.logPath()}
+		return append(a, s.cfg.args...)
+	}
 	a := []string{
 		"--port", strconv.Itoa(s.Port),
 		"--bind", "127.0.0.1",
@@ -316,6 +328,11 @@ var errPortInUse = errors.New("port already in use")
 // launchLocked starts redis-server and waits until it answers PING. On error
 // the process has been killed and reaped.
 func (s *Server) launchLocked() error {
+	if s.cfg.sentinel != nil {
+		if err := s.writeSentinelConf(); err != nil {
+			return err
+		}
+	}
 	logOff, outOff := fileSize(s.logPath()), fileSize(s.outPath())
 	out, err := os.OpenFile(s.outPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
