@@ -179,8 +179,8 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait boo
 	if r.fresh = r.owner == ""; r.fresh {
 		r.owner = newOwnerToken()
 	}
-	_, retries := cfg.retry.Backoff(0)
-	queue := wait && r.fresh && retries
+	_, mayRetry := cfg.retry.Backoff(0)
+	queue := wait && r.fresh && mayRetry // a Lock that never retries behaves as TryLock
 
 	var t *turn
 	if queue {

@@ -11,23 +11,36 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
-	"github.com/hashlock/locker/backend/memory"
 )
 
 var demoCommand = command{
 	name:    "demo",
 	summary: "two workers contend for one lock, then check that mutual exclusion held",
-	help: `Workers A and B, each with its own Client, contend for the key "demo:invoice" on an
-in-process memory backend. In each round both try at once; the winner works for --work,
-re-enters the lock through its lease's context (holds 2), works again and unlocks twice,
-while the watchdog renews the lease; the loser waits and takes over on the release. A
-timeline is printed, then a check that the critical sections never overlapped.`,
-	setup: func(fs *flag.FlagSet) func(context.Context, io.Writer) error {
+	help: `Workers A and B, each with its own Client, contend for the key "demo:invoice". In each
+round both try at once; the winner works for --work, re-enters the lock through its lease's
+context (holds 2), works again and unlocks twice, while the watchdog renews the lease; the
+loser waits and takes over on the release. A timeline is printed, then a check that the
+critical sections never overlapped.
+
+The demo runs on an embedded miniredis unless --redis names a server ($LOCKER_REDIS is not
+used), through the driver of --driver.`,
+	setup: func(fs *flag.FlagSet) func(context.Context, *streams, []string) error {
 		cfg := demoConfig{TTL: 200 * time.Millisecond, Work: 120 * time.Millisecond, Rounds: 2}
 		fs.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lease length; the watchdog renews a lease every ttl/3")
 		fs.DurationVar(&cfg.Work, "work", cfg.Work, "how long a worker works at each lock depth")
 		fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "how many times each worker takes the lock")
-		return func(ctx context.Context, w io.Writer) error { return runDemo(ctx, w, cfg) }
+		cf := addConnFlags(fs, true)
+		return func(ctx context.Context, s *streams, _ []string) error {
+			if err := cfg.validate(); err != nil {
+				return err
+			}
+			backend, err := cf.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer backend.close()
+			return runDemo(ctx, s.out, cfg, backend)
+		}
 	},
 }
 
@@ -51,15 +64,14 @@ func (c demoConfig) validate() error {
 	return nil
 }
 
-// runDemo runs the demo and writes its timeline and the final check to w. It returns an error for
-// an invalid cfg (a *usageError), a library error, or a failed check.
-func runDemo(ctx context.Context, w io.Writer, cfg demoConfig) error {
+// runDemo runs the demo on backend and writes its timeline and the final check to w. It returns
+// an error for an invalid cfg (a *usageError), a library error, or a failed check.
+func runDemo(ctx context.Context, w io.Writer, cfg demoConfig, backend *conn) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	backend := memory.New()
 	tl := &timeline{w: w, start: time.Now()}
-	tl.printf("backend: in-process memory (no Redis needed)\n")
+	tl.printf("backend: %s\n", backend.desc)
 	tl.printf("workers A and B contend for %q: ttl %v, work %v per depth, %d rounds\n", demoKey, cfg.TTL, cfg.Work, cfg.Rounds)
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -68,7 +80,7 @@ func runDemo(ctx context.Context, w io.Writer, cfg demoConfig) error {
 	workers := []*worker{{name: "A"}, {name: "B"}}
 	for _, wk := range workers {
 		// One Client per worker, as separate processes would have, over the one backend.
-		wk.obs = &observed{Locker: backend, onRenew: func(key string, err error) {
+		wk.obs = &observed{Locker: backend.Locker, onRenew: func(key string, err error) {
 			if err != nil {
 				tl.event(wk.name, "renewal of %q failed: %v", key, err)
 				return

@@ -1,23 +1,47 @@
 // Command locker is the command-line companion of the locker package
-// (github.com/hashlock/locker): it shows and exercises reentrant, leased locks.
+// (github.com/hashlock/locker): it shows reentrant, leased locks at work, runs commands under a
+// lock, and lets an operator look at and remove locks.
 //
 // Usage:
 //
-//	locker <command> [flags]
+//	locker <command> [flags] [arguments]
 //
 // The commands are:
 //
-//	demo    two workers contend for one lock: waiting, re-entry, watchdog renewals,
-//	        takeover on release, and a check that mutual exclusion held
+//	demo     two workers contend for one lock: waiting, re-entry, watchdog renewals,
+//	         takeover on release, and a check that mutual exclusion held
+//	run      run a command while holding a lock, like flock(1) across machines:
+//	         locker run --key K [--ttl 30s] [--wait 1m] [--grace 10s] -- command [args...]
+//	inspect  show whether a key is locked, its hold count and remaining lease:
+//	         locker inspect [--json] KEY
+//	unlock   remove a lock whoever holds it: locker unlock --force [--yes] KEY
 //
-// The demo runs on an in-process backend, so "go run ./cmd/locker demo" needs no set-up.
 // Run "locker <command> --help" for the flags of a command.
+//
+// Every command talks to Redis through the flags
+//
+//	--redis URL      redis://[user:password@]host:port[/db], or rediss:// for TLS
+//	--driver NAME    the Go Redis driver: goredis (the default), rueidis or redigo
+//
+// Without --redis, demo starts an embedded miniredis (an in-process imitation of Redis), so
+// "go run ./cmd/locker demo" needs no set-up; run, inspect and unlock take the URL from the
+// environment variable LOCKER_REDIS instead, and fail with exit code 2 when neither is given.
+// (demo ignores LOCKER_REDIS, so that it never writes to a server nobody named on its command
+// line.)
 //
 // Exit codes:
 //
-//	0  success (or help was asked for)
-//	1  failure: an error from the library or the backend, or a failed check
-//	2  usage error: unknown command, bad flag or flag value
+//	0    success (or help was asked for); run: the command exited 0
+//	1    failure: an error from the library or Redis, a failed check, a declined confirmation
+//	2    usage error: unknown command, bad flag or argument, no Redis URL, unlock without --force,
+//	     or unlock without --yes when stdin is not a terminal
+//	70   run: the lock was lost while the command ran (it was terminated)
+//	75   run: the lock was not obtained within --wait (EX_TEMPFAIL, as flock -w)
+//	126  run: the command could not be started
+//	127  run: the command was not found
+//	128+N  run: the command was killed by signal N
+//
+// Otherwise run exits with the command's own exit status.
 package main
 
 import (
@@ -31,19 +55,34 @@ import (
 	"strings"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	os.Exit(run(os.Args[1:], &streams{in: os.Stdin, out: os.Stdout, err: os.Stderr, terminal: isTerminal(os.Stdin)}))
+}
+
+// streams are a command's standard input and outputs.
+type streams struct {
+	in       io.Reader
+	out, err io.Writer
+	terminal bool // in is a terminal, so a command may ask a question there
+}
 
 // A command is one subcommand of locker.
 type command struct {
 	name    string
 	summary string // one line, for the command list
+	args    string // the positional arguments in the usage line; "" for none
 	help    string // a paragraph, for the command's --help
 	// setup defines the command's flags on fs and returns the function that runs the command
-	// once they are parsed. That function returns a *usageError for a bad flag value.
-	setup func(fs *flag.FlagSet) func(ctx context.Context, stdout io.Writer) error
+	// once they are parsed, with the positional arguments (none unless args is set). That
+	// function returns a *usageError for a bad flag value or argument, an *exitError for a
+	// specific exit code.
+	setup func(fs *flag.FlagSet) func(ctx context.Context, s *streams, args []string) error
+	// rawArgs: flags end at the first positional argument (run: what follows is a command line).
+	// Otherwise flags and positional arguments may be mixed ("unlock --force KEY --yes").
+	rawArgs bool
 }
 
-var commands = []command{demoCommand}
+var commands = []command{demoCommand, runCommand, inspectCommand, unlockCommand}
 
 // A usageError is a bad flag value or argument: exit code 2 instead of 1.
 type usageError struct{ msg string }
@@ -54,15 +93,38 @@ func usagef(format string, args ...any) error {
 	return &usageError{fmt.Sprintf(format, args...)}
 }
 
+// An exitError ends the command with exit code code, after printing err if it is not nil.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// Exit codes other than 0, 1 and 2 (see the package doc).
+const (
+	exitLockLost    = 70  // run: the lease was lost while the command ran
+	exitNotObtained = 75  // run: not obtained within --wait (EX_TEMPFAIL)
+	exitCannotRun   = 126 // run: the command could not be started
+	exitNotFound    = 127 // run: the command was not found
+)
+
 // run is the whole command: it returns the exit code instead of exiting, for tests.
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, s *streams) int {
 	if len(args) == 0 {
-		usage(stderr)
+		usage(s.err)
 		return 2
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
-		usage(stdout)
+		usage(s.out)
 		return 0
 	}
 	var cmd *command
@@ -72,35 +134,42 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if cmd == nil {
-		fmt.Fprintf(stderr, "locker: unknown command %q\n\n", args[0])
-		usage(stderr)
+		fmt.Fprintf(s.err, "locker: unknown command %q\n\n", args[0])
+		usage(s.err)
 		return 2
 	}
 
 	fs := flag.NewFlagSet("locker "+cmd.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // run reports parse errors itself, with the command's usage
 	runCmd := cmd.setup(fs)
-	err := fs.Parse(args[1:])
+	pos, err := cmd.parse(fs, args[1:])
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		cmd.usage(stdout, fs)
+		cmd.usage(s.out, fs)
 		return 0
 	case err != nil:
-		fmt.Fprintf(stderr, "locker %s: %v\n\n", cmd.name, err)
-		cmd.usage(stderr, fs)
+		fmt.Fprintf(s.err, "locker %s: %v\n\n", cmd.name, err)
+		cmd.usage(s.err, fs)
 		return 2
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "locker %s: unexpected arguments: %s\n\n", cmd.name, strings.Join(fs.Args(), " "))
-		cmd.usage(stderr, fs)
+	case cmd.args == "" && len(pos) > 0:
+		fmt.Fprintf(s.err, "locker %s: unexpected arguments: %s\n\n", cmd.name, strings.Join(pos, " "))
+		cmd.usage(s.err, fs)
 		return 2
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := runCmd(ctx, stdout); err != nil {
-		fmt.Fprintf(stderr, "locker %s: %v\n", cmd.name, err)
+	err = runCmd(ctx, s, pos)
+	if e, ok := errors.AsType[*exitError](err); ok {
+		if e.err != nil {
+			fmt.Fprintf(s.err, "locker %s: %v\n", cmd.name, e.err)
+		}
+		return e.code
+	}
+	if err != nil {
+		fmt.Fprintf(s.err, "locker %s: %v\n", cmd.name, err)
 		if _, ok := errors.AsType[*usageError](err); ok {
-			fmt.Fprintf(stderr, "Run 'locker %s --help' for usage.\n", cmd.name)
+			fmt.Fprintf(s.err, "Run 'locker %s --help' for usage.\n", cmd.name)
 			return 2
 		}
 		return 1
@@ -108,19 +177,43 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// parse parses the flags in args and returns the positional arguments. Unless c.rawArgs, flags
+// may follow positional arguments; after "--" everything is positional.
+func (c *command) parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if c.rawArgs || len(rest) == 0 {
+			return append(pos, rest...), nil
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
 // usage prints the list of commands.
 func usage(w io.Writer) {
-	fmt.Fprint(w, "locker shows and exercises the reentrant, leased locks of github.com/hashlock/locker.\n\n")
-	fmt.Fprint(w, "Usage:\n\n\tlocker <command> [flags]\n\nThe commands are:\n\n")
+	fmt.Fprint(w, "locker runs, shows and removes the reentrant, leased locks of github.com/hashlock/locker.\n\n")
+	fmt.Fprint(w, "Usage:\n\n\tlocker <command> [flags] [arguments]\n\nThe commands are:\n\n")
 	for _, c := range commands {
 		fmt.Fprintf(w, "\t%-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprint(w, "\nRun 'locker <command> --help' for the flags of a command.\n")
+	fmt.Fprintf(w, "\nRun 'locker <command> --help' for the flags of a command.\n"+
+		"The Redis server is --redis URL, or $%s (demo: an embedded miniredis by default).\n", redisEnv)
 }
 
 // usage prints the command's help and flags.
 func (c *command) usage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "Usage: locker %s [flags]\n\n%s\n\nFlags:\n", c.name, c.help)
+	line := "locker " + c.name + " [flags]"
+	if c.args != "" {
+		line += " " + c.args
+	}
+	fmt.Fprintf(w, "Usage: %s\n\n%s\n\nFlags:\n", line, c.help)
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)

@@ -4,29 +4,126 @@ import (
 	"bytes"
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/internal/redistest"
 )
 
-// testConfig is a short demo. The watchdog renews every ttl/3 (20ms) and the re-entry comes at
-// 30ms, halfway between two renewals: a re-entry during a renewal's round trip trips a data race
-// inside the locker package (Client.renew reads hold.validUntil without Client.mu), which
-// go test -race reports.
-var testConfig = demoConfig{TTL: 60 * time.Millisecond, Work: 30 * time.Millisecond, Rounds: 2}
+// output is an io.Writer, safe for concurrent use, that a test can wait on.
+type output struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{} // closed and replaced at every write
+}
 
-func TestDemo(t *testing.T) {
-	t.Parallel()
-	var out bytes.Buffer
-	err := runDemo(context.Background(), &out, testConfig)
-	t.Logf("output:\n%s", &out)
-	if err != nil {
-		t.Fatalf("runDemo: %v", err)
+func newOutput() *output { return &output{changed: make(chan struct{})} }
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	close(o.changed)
+	o.changed = make(chan struct{})
+	return o.buf.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+// waitFor waits until the output contains s; it fails the test after 10 seconds.
+func (o *output) waitFor(t *testing.T, s string) {
+	t.Helper()
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for {
+		o.mu.Lock()
+		found, changed := strings.Contains(o.buf.String(), s), o.changed
+		o.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			t.Fatalf("output lacks %q after 10s:\n%s", s, o)
+		}
 	}
-	text := out.String()
-	if first, _, _ := strings.Cut(text, "\n"); !strings.Contains(first, "in-process memory") {
-		t.Errorf("first line %q does not name the memory backend", first)
+}
+
+// testIO is a command's streams in a test.
+type testIO struct {
+	*streams
+	stdout, stderr *output
+}
+
+// newIO returns streams with stdin reading from in (nothing when empty).
+func newIO(in string, terminal bool) testIO {
+	tio := testIO{stdout: newOutput(), stderr: newOutput()}
+	tio.streams = &streams{out: tio.stdout, err: tio.stderr, terminal: terminal}
+	if in != "" {
+		tio.in = strings.NewReader(in)
+	}
+	return tio
+}
+
+// exec runs locker with args and checks the exit code.
+func (tio testIO) exec(t *testing.T, want int, args ...string) {
+	t.Helper()
+	if code := run(args, tio.streams); code != want {
+		t.Fatalf("locker %q: exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", args, code, want, tio.stdout, tio.stderr)
+	}
+}
+
+// startMiniredis starts a miniredis on a loopback port, for the test, and returns its URL.
+func startMiniredis(t *testing.T) string {
+	m := miniredis.NewMiniRedis()
+	m.ClockTTL(true)
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return "redis://" + m.Addr()
+}
+
+// A server makes a Redis server for a test and returns its URL.
+type server struct {
+	name  string
+	start func(t *testing.T) string
+}
+
+var servers = []server{
+	{"miniredis", startMiniredis},
+	{"redis-server", func(t *testing.T) string { return "redis://" + redistest.StartServer(t).Addr }},
+}
+
+// libClient is a Client of the library on the server at url, closed with the test.
+func libClient(t *testing.T, url string, opts ...locker.Option) *locker.Client {
+	t.Helper()
+	cn, err := (&connFlags{url: url, driver: "goredis"}).connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := locker.New(cn.Locker, opts...)
+	t.Cleanup(func() { c.Close(); cn.close() })
+	return c
+}
+
+// demoArgs is a short demo. The watchdog renews every ttl/3 (50ms), and the work at each depth
+// (80ms) outlasts that.
+var demoArgs = []string{"demo", "--ttl=150ms", "--work=80ms", "--rounds=2"}
+
+// checkDemo checks the output of a demo of 2 rounds.
+func checkDemo(t *testing.T, out string, firstLine string) {
+	t.Helper()
+	if first, _, _ := strings.Cut(out, "\n"); !strings.Contains(first, firstLine) {
+		t.Errorf("first line %q lacks %q", first, firstLine)
 	}
 	for _, want := range []string{
 		"exclusion held: 4 critical sections",
@@ -36,9 +133,33 @@ func TestDemo(t *testing.T) {
 		"released inner",
 		"released outer",
 	} {
-		if !strings.Contains(text, want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
+	}
+}
+
+func TestDemoEmbedded(t *testing.T) {
+	t.Parallel()
+	tio := newIO("", false)
+	tio.exec(t, 0, demoArgs...)
+	t.Logf("output:\n%s", tio.stdout)
+	checkDemo(t, tio.stdout.String(), "backend: embedded miniredis (not a real Redis; timings are not Redis timings), driver goredis")
+}
+
+func TestDemoRedis(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t)
+	for _, driver := range drivers {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			tio := newIO("", false)
+			// Each driver on its own database: the demos run at once and use one key.
+			url := "redis://" + srv.Addr + "/" + map[string]string{"goredis": "1", "rueidis": "2", "redigo": "3"}[driver]
+			tio.exec(t, 0, append(demoArgs, "--redis", url, "--driver", driver)...)
+			t.Logf("output:\n%s", tio.stdout)
+			checkDemo(t, tio.stdout.String(), "backend: Redis at "+url+", driver "+driver)
+		})
 	}
 }
 
@@ -73,7 +194,31 @@ func TestCheckFindsViolations(t *testing.T) {
 	}
 }
 
-func TestRun(t *testing.T) {
+// TestNoServer checks that the commands that need a server say so when there is none. It is not
+// parallel: it clears LOCKER_REDIS.
+func TestNoServer(t *testing.T) {
+	t.Setenv(redisEnv, "")
+	for _, args := range [][]string{
+		{"inspect", "k"},
+		{"unlock", "--force", "--yes", "k"},
+		{"run", "--key", "k", "--", "true"},
+	} {
+		tio := newIO("", false)
+		tio.exec(t, 2, args...)
+		if want := "no Redis server: pass --redis URL or set LOCKER_REDIS"; !strings.Contains(tio.stderr.String(), want) {
+			t.Errorf("locker %q: stderr lacks %q:\n%s", args, want, tio.stderr)
+		}
+	}
+	url := startMiniredis(t)
+	t.Setenv(redisEnv, url)
+	tio := newIO("", false)
+	tio.exec(t, 0, "inspect", "k")
+	if want := "key k: free\n"; tio.stdout.String() != want {
+		t.Errorf("inspect with %s=%s: stdout %q, want %q", redisEnv, url, tio.stdout, want)
+	}
+}
+
+func TestCommandLine(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		args   []string
@@ -83,31 +228,46 @@ func TestRun(t *testing.T) {
 	}{
 		{args: nil, code: 2, stderr: "The commands are"},
 		{args: []string{"frobnicate"}, code: 2, stderr: `unknown command "frobnicate"`},
-		{args: []string{"--help"}, code: 0, stdout: "demo"},
-		{args: []string{"help"}, code: 0, stdout: "demo"},
+		{args: []string{"--help"}, code: 0, stdout: "inspect"},
+		{args: []string{"help"}, code: 0, stdout: "unlock"},
 		{args: []string{"demo", "--help"}, code: 0, stdout: "-ttl"},
+		{args: []string{"demo", "-h"}, code: 0, stdout: "an embedded miniredis"},
+		{args: []string{"run", "--help"}, code: 0, stdout: "75                  the lock was not obtained"},
+		{args: []string{"inspect", "--help"}, code: 0, stdout: "-json"},
+		{args: []string{"unlock", "--help"}, code: 0, stdout: "-force"},
+		{args: []string{"unlock", "--help"}, code: 0, stdout: "-driver driver"},
 		{args: []string{"demo", "--bogus"}, code: 2, stderr: "flag provided but not defined: -bogus"},
+		{args: []string{"run", "--bogus"}, code: 2, stderr: "flag provided but not defined: -bogus"},
+		{args: []string{"inspect", "k", "--bogus"}, code: 2, stderr: "flag provided but not defined: -bogus"},
 		{args: []string{"demo", "--ttl", "soon"}, code: 2, stderr: "invalid value"},
 		{args: []string{"demo", "--ttl", "0s"}, code: 2, stderr: "--ttl 0s: must be at least 1ms"},
 		{args: []string{"demo", "--rounds", "0"}, code: 2, stderr: "--rounds 0: must be at least 1"},
 		{args: []string{"demo", "--work", "10ms"}, code: 2, stderr: "--work 10ms: must be more than a third of --ttl 200ms"},
 		{args: []string{"demo", "extra"}, code: 2, stderr: "unexpected arguments: extra"},
+		{args: []string{"demo", "--driver", "jedis"}, code: 2, stderr: `--driver "jedis": must be one of goredis, rueidis, redigo`},
+		{args: []string{"demo", "--redis", "http://u:secret@host"}, code: 2, stderr: `got "http://u:xxxxx@host"`},
+		{args: []string{"inspect", "--redis", "redis://h"}, code: 2, stderr: "no key given"},
+		{args: []string{"inspect", "--redis", "redis://h", "a", "b"}, code: 2, stderr: "one key at a time"},
+		{args: []string{"unlock", "--redis", "redis://h", "--yes", "k"}, code: 2, stderr: "--force is required"},
+		{args: []string{"run", "--redis", "redis://h", "--", "true"}, code: 2, stderr: "--key is required"},
+		{args: []string{"run", "--redis", "redis://h", "--key", "k"}, code: 2, stderr: "no command given"},
+		{args: []string{"run", "--redis", "redis://h", "--key", "k", "--grace=-1s", "true"}, code: 2, stderr: "--grace -1s: must not be negative"},
 		{args: []string{"demo", "--ttl=60ms", "--work=30ms", "--rounds=1"}, code: 0, stdout: "exclusion held: 2 critical sections"},
 	} {
-		var stdout, stderr bytes.Buffer
-		code := run(tc.args, &stdout, &stderr)
+		tio := newIO("", false)
+		code := run(tc.args, tio.streams)
 		if code != tc.code {
-			t.Errorf("run(%q) = %d, want %d\nstdout:\n%s\nstderr:\n%s", tc.args, code, tc.code, &stdout, &stderr)
+			t.Errorf("run(%q) = %d, want %d\nstdout:\n%s\nstderr:\n%s", tc.args, code, tc.code, tio.stdout, tio.stderr)
 			continue
 		}
-		if !strings.Contains(stdout.String(), tc.stdout) {
-			t.Errorf("run(%q): stdout lacks %q:\n%s", tc.args, tc.stdout, &stdout)
+		if !strings.Contains(tio.stdout.String(), tc.stdout) {
+			t.Errorf("run(%q): stdout lacks %q:\n%s", tc.args, tc.stdout, tio.stdout)
 		}
-		if !strings.Contains(stderr.String(), tc.stderr) {
-			t.Errorf("run(%q): stderr lacks %q:\n%s", tc.args, tc.stderr, &stderr)
+		if !strings.Contains(tio.stderr.String(), tc.stderr) {
+			t.Errorf("run(%q): stderr lacks %q:\n%s", tc.args, tc.stderr, tio.stderr)
 		}
-		if tc.code == 2 && stdout.Len() > 0 {
-			t.Errorf("run(%q): a usage error printed to stdout:\n%s", tc.args, &stdout)
+		if tc.code == 2 && tio.stdout.String() != "" {
+			t.Errorf("run(%q): a usage error printed to stdout:\n%s", tc.args, tio.stdout)
 		}
 	}
 }
