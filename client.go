@@ -15,8 +15,7 @@ import (
 type Client struct {
 	backend Locker
 	cfg     config
-	done    chan struct{} // closed by Close
-	ctx     context.Context
+	ctx     context.Context // ends at Close: bounds the watchdog's calls and wakes waiting Locks
 	stopCtx context.CancelFunc
 
 	mu     sync.Mutex
@@ -42,7 +41,6 @@ func New(backend Locker, opts ...Option) *Client {
 	return &Client{
 		backend: backend,
 		cfg:     cfg,
-		done:    make(chan struct{}),
 		ctx:     ctx,
 		stopCtx: stop,
 		held:    make(map[holdID]*hold),
@@ -114,7 +112,6 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
-	close(c.done)
 	c.stopCtx()
 	for _, h := range c.held {
 		h.end(ErrClosed)
@@ -142,7 +139,7 @@ func (c *Client) check(ctx context.Context, key string, cfg config) (string, err
 		return "", err
 	}
 	select {
-	case <-c.done:
+	case <-c.ctx.Done():
 		return "", ErrClosed
 	default:
 	}
@@ -292,7 +289,7 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 		case <-ctx.Done():
 			refused.Err = ctx.Err()
 			return nil, refused
-		case <-c.done:
+		case <-c.ctx.Done():
 			return nil, fmt.Errorf("locker: lock %q: %w", r.key, ErrClosed)
 		}
 		refused = nil

@@ -80,7 +80,7 @@ func (c *Client) takeTurn(ctx context.Context, r *request, t *turn) (int, error)
 		case <-timer.C:
 		case <-ctx.Done():
 			return retries, &NotObtainedError{Key: r.key, Err: ctx.Err()}
-		case <-c.done:
+		case <-c.ctx.Done():
 			return retries, fmt.Errorf("locker: lock %q: %w", r.key, ErrClosed)
 		}
 	}
