@@ -334,3 +334,44 @@ func subscribers(t *testing.T, srv *redistest.Server, channel string) int64 {
 	}
 	return n
 }
+
+// A subscription survives a server restart for every driver: the Backend subscribes again (the
+// driver itself, or the hub for drivers that do not reconnect), waking its waiters, and notices
+// flow again.
+func TestSubscriptionSurvivesRestart(t *testing.T) {
+	for _, d := range drivers {
+		t.Run(d.name, func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			b := d.new(t, srv.Addr)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			key := "resubscribe:" + d.name
+			notices, stop, err := b.Subscribe(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			srv.Restart(t)
+			// Forced releases must be noticed again. The first commands may meet connections
+			// the restart broke, the new subscription may take a moment, and its wake-up may
+			// come first: wait until two forced releases in a row are each noticed.
+			noticed := 0
+			for noticed < 2 {
+				_, _ = b.Acquire(ctx, key, "o", time.Minute)
+				if removed, err := b.ForceRelease(ctx, key); err != nil || !removed {
+					noticed = 0
+					time.Sleep(10 * time.Millisecond) // the server is coming back
+					continue
+				}
+				select {
+				case <-notices:
+					noticed++
+				case <-time.After(time.Second):
+					noticed = 0
+				case <-ctx.Done():
+					t.Fatal("forced releases went unnoticed for 30s after the restart")
+				}
+			}
+		})
+	}
+}

@@ -86,7 +86,9 @@ func (d *driver) EvalBatch(ctx context.Context, s *redislock.Script, calls []red
 	return results
 }
 
-func (d *driver) Subscribe(ctx context.Context, channel string, sharded bool, notify func()) (func(), error) {
+// Subscribe subscribes with a go-redis PubSub, which reconnects and re-subscribes by itself
+// (so lost is never called): the confirmation it receives then is taken as a notice.
+func (d *driver) Subscribe(ctx context.Context, channel string, sharded bool, notify, _ func()) (func(), error) {
 	var ps *redis.PubSub
 	if sharded {
 		ps = d.c.SSubscribe(ctx, channel)

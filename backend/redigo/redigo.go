@@ -18,10 +18,9 @@
 // one connection per contended key, shared by all its waiters and closed when the last one
 // leaves. That connection is dialed with the pool's DialContext (or Dial) but is not one of the
 // pool's connections: a subscription can last long and be idle for long, so it neither holds
-// one of the pool's MaxActive slots nor reads with the connection's read timeout. Redigo does
-// not reconnect: when a subscription's connection breaks, its waiters are woken once and then
-// rely on their timers, until the last of them leaves and the next waiter of the key subscribes
-// anew.
+// one of the pool's MaxActive slots nor reads with the connection's read timeout. When a
+// subscription's connection breaks, its waiters are woken (notices may have been missed) and the
+// Backend subscribes again on a new connection, with a growing pause between failed attempts.
 //
 // The scripts and key layout are those of every Redis backend of this module, so clients of
 // different drivers can share locks.
@@ -122,7 +121,10 @@ func (d *driver) EvalBatch(ctx context.Context, s *redislock.Script, calls []red
 	return results
 }
 
-func (d *driver) Subscribe(ctx context.Context, channel string, sharded bool, notify func()) (func(), error) {
+// Subscribe subscribes on a connection of its own. Redigo does not reconnect: when the
+// connection breaks, or the server ends the subscription, it calls lost and the Backend
+// subscribes again.
+func (d *driver) Subscribe(ctx context.Context, channel string, sharded bool, notify, lost func()) (func(), error) {
 	c, err := d.dial(ctx)
 	if err != nil {
 		return nil, err
@@ -152,10 +154,8 @@ func (d *driver) Subscribe(ctx context.Context, channel string, sharded bool, no
 			// No read timeout: a subscription may rightly hear nothing for long.
 			v, err := redis.ReceiveWithTimeout(c, 0)
 			if err != nil {
-				// stop closed the connection, or it broke: then wake the waiters, who
-				// check the lock again and from now on rely on their timers.
-				if !stopped.Load() {
-					notify()
+				if !stopped.Load() { // not stop closing the connection: it broke
+					lost()
 				}
 				return
 			}
@@ -163,8 +163,8 @@ func (d *driver) Subscribe(ctx context.Context, channel string, sharded bool, no
 			case "message", "smessage":
 				notify()
 			case "unsubscribe", "sunsubscribe":
-				// The server ended the subscription (a slot moved away): as if broken.
-				notify()
+				// The server ended the subscription (a slot moved away).
+				lost()
 				return
 			}
 		}

@@ -68,7 +68,8 @@ func TestNoScript(t *testing.T) {
 	})
 }
 
-// A subscription whose connection breaks wakes its waiters once, and cancel still returns.
+// A subscription whose connection breaks wakes its waiters; while the server stays away the
+// Backend keeps trying to subscribe again, and cancel ends that.
 func TestSubscriptionBroken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, p := newMiniredis(t)

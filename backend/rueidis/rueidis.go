@@ -31,7 +31,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/redis/rueidis"
 
@@ -111,116 +110,52 @@ func (d *driver) EvalBatch(ctx context.Context, s *redislock.Script, calls []red
 	return results
 }
 
-// Subscribe subscribes on a dedicated connection and keeps the subscription up until stop: when
-// the connection breaks (or the server drops the subscription, as it does for a sharded channel
-// whose slot moved), a goroutine subscribes again on a new connection and calls notify.
-func (d *driver) Subscribe(ctx context.Context, channel string, sharded bool, notify func()) (func(), error) {
-	s := &subscription{c: d.c, channel: channel, sharded: sharded, notify: notify}
-	conn, err := s.open(ctx)
-	if err != nil {
+// Subscribe subscribes on a dedicated connection (Client.Dedicate), never one that runs
+// commands. When the connection breaks, or the server ends the subscription (as it does for a
+// sharded channel whose slot moved), it calls lost and the Backend subscribes again.
+func (d *driver) Subscribe(ctx context.Context, channel string, sharded bool, notify, lost func()) (func(), error) {
+	dc, _ := d.c.Dedicate() // dc.Close releases it
+	gone := make(chan struct{}, 1)
+	done := dc.SetPubSubHooks(rueidis.PubSubHooks{
+		// Hooks run in the connection's reader goroutine: no blocking here.
+		OnMessage: func(rueidis.PubSubMessage) { notify() },
+		OnSubscription: func(sub rueidis.PubSubSubscription) {
+			if (sub.Kind == "unsubscribe" || sub.Kind == "sunsubscribe") && sub.Channel == channel {
+				select {
+				case gone <- struct{}{}:
+				default:
+				}
+			}
+		},
+	})
+	cmd := dc.B().Subscribe().Channel(channel).Build()
+	if sharded {
+		cmd = dc.B().Ssubscribe().Channel(channel).Build()
+	}
+	// rueidis resolves a SUBSCRIBE once the server's confirmation arrived.
+	if err := dc.Do(ctx, cmd).Error(); err != nil {
+		dc.Close()
 		if sharded && redislock.IsUnknownCommand(err) {
 			return nil, fmt.Errorf("SSUBSCRIBE: %w (%w)", redislock.ErrUnsupported, err)
 		}
 		return nil, err
 	}
-	life, end := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() { s.keep(life, conn) })
+	wg.Go(func() {
+		select {
+		case <-stopped:
+			return
+		case <-done: // the hooks stopped: the connection is lost
+		case <-gone:
+		}
+		lost()
+	})
 	return func() {
-		end()
+		close(stopped)
+		dc.Close()
 		wg.Wait()
 	}, nil
-}
-
-// Timing of re-subscriptions after a lost connection.
-const (
-	resubscribeTimeout  = 10 * time.Second      // bound of one attempt (without a deadline, rueidis may wait forever)
-	resubscribeMinDelay = 50 * time.Millisecond // first pause between failed attempts
-	resubscribeMaxDelay = 5 * time.Second       // longest pause between failed attempts
-)
-
-// subscription is one channel's subscription, on one dedicated connection at a time.
-type subscription struct {
-	c       rueidis.Client
-	channel string
-	sharded bool
-	notify  func()
-}
-
-// conn is a dedicated connection subscribed to the channel.
-type conn struct {
-	dc   rueidis.DedicatedClient
-	done <-chan error    // closed (after at most one error) when the hooks stop: connection lost or closed
-	gone <-chan struct{} // receives when the server ended the subscription itself
-}
-
-// open dedicates a connection, subscribes it, and returns once the server confirmed (or
-// refused) the subscription.
-func (s *subscription) open(ctx context.Context) (conn, error) {
-	dc, _ := s.c.Dedicate() // dc.Close releases it
-	gone := make(chan struct{}, 1)
-	done := dc.SetPubSubHooks(rueidis.PubSubHooks{
-		// Hooks run in the connection's reader goroutine: no blocking here.
-		OnMessage: func(rueidis.PubSubMessage) { s.notify() },
-		OnSubscription: func(sub rueidis.PubSubSubscription) {
-			switch sub.Kind {
-			case "unsubscribe", "sunsubscribe":
-				if sub.Channel == s.channel {
-					select {
-					case gone <- struct{}{}:
-					default:
-					}
-				}
-			}
-		},
-	})
-	var cmd rueidis.Completed
-	if s.sharded {
-		cmd = dc.B().Ssubscribe().Channel(s.channel).Build()
-	} else {
-		cmd = dc.B().Subscribe().Channel(s.channel).Build()
-	}
-	// rueidis resolves a SUBSCRIBE once the server's confirmation arrived.
-	if err := dc.Do(ctx, cmd).Error(); err != nil {
-		dc.Close()
-		return conn{}, err
-	}
-	return conn{dc: dc, done: done, gone: gone}, nil
-}
-
-// keep holds the subscription until life ends, re-subscribing when it is lost, and closes the
-// last connection.
-func (s *subscription) keep(life context.Context, c conn) {
-	delay := resubscribeMinDelay
-	for {
-		select {
-		case <-life.Done():
-			c.dc.Close()
-			return
-		case <-c.done:
-		case <-c.gone:
-		}
-		c.dc.Close()
-		for {
-			ctx, cancel := context.WithTimeout(life, resubscribeTimeout)
-			var err error
-			c, err = s.open(ctx)
-			cancel()
-			if err == nil {
-				break
-			}
-			t := time.NewTimer(delay)
-			select {
-			case <-life.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			delay = min(2*delay, resubscribeMaxDelay)
-		}
-		delay = resubscribeMinDelay
-		s.notify() // notices may have been lost while the subscription was down
-	}
 }
 
 // isNoScript reports whether err is the server's NOSCRIPT answer to EVALSHA.

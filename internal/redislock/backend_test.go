@@ -32,7 +32,7 @@ func (h hungDriver) EvalBatch(ctx context.Context, _ *Script, calls []Call) []Re
 	return res
 }
 
-func (h hungDriver) Subscribe(ctx context.Context, _ string, _ bool, _ func()) (func(), error) {
+func (h hungDriver) Subscribe(ctx context.Context, _ string, _ bool, _, _ func()) (func(), error) {
 	return nil, h.wait(ctx)
 }
 

@@ -23,12 +23,14 @@ type Driver interface {
 
 	// Subscribe subscribes to channel — SSUBSCRIBE when sharded, else SUBSCRIBE — on a
 	// connection of the driver's own (never one that runs commands), and returns once the
-	// server has confirmed it. It calls notify for every message on the channel, and also
-	// after the driver re-subscribes following a reconnect (messages may have been lost). stop
-	// ends the subscription and frees its connection; it is called exactly once. When sharded
-	// and the server does not know SSUBSCRIBE, it returns an error wrapping
-	// errors.ErrUnsupported, and Backend subscribes again unsharded.
-	Subscribe(ctx context.Context, channel string, sharded bool, notify func()) (stop func(), err error)
+	// server has confirmed it. It calls notify for every message on the channel (and may call
+	// it when in doubt, e.g. after the driver re-subscribed by itself). When the subscription
+	// ends without stop — its connection broke, or the server ended it — it calls lost, once,
+	// and Backend subscribes again. stop ends the subscription and frees its connection; it is
+	// called exactly once, also after lost. When sharded and the server does not know
+	// SSUBSCRIBE, it returns an error wrapping errors.ErrUnsupported, and Backend subscribes
+	// again unsharded.
+	Subscribe(ctx context.Context, channel string, sharded bool, notify, lost func()) (stop func(), err error)
 
 	// Cluster reports whether the client spreads keys over the nodes of a Redis Cluster, where
 	// a multi-key script call needs all its keys in one slot.
