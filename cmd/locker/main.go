@@ -12,6 +12,8 @@
 //	         takeover on release, and a check that mutual exclusion held
 //	run      run a command while holding a lock, like flock(1) across machines:
 //	         locker run --key K [--ttl 30s] [--wait 1m] [--grace 10s] -- command [args...]
+//	         (--wait 0 tries once, a negative --wait waits forever; --grace is the time
+//	         between SIGTERM and SIGKILL when the lock is lost)
 //	inspect  show whether a key is locked, its hold count and remaining lease:
 //	         locker inspect [--json] KEY
 //	unlock   remove a lock whoever holds it: locker unlock --force [--yes] KEY
@@ -31,14 +33,15 @@
 //
 // Exit codes:
 //
-//	0    success (or help was asked for); run: the command exited 0
-//	1    failure: an error from the library or Redis, a failed check, a declined confirmation
-//	2    usage error: unknown command, bad flag or argument, no Redis URL, unlock without --force,
-//	     or unlock without --yes when stdin is not a terminal
-//	70   run: the lock was lost while the command ran (it was terminated)
-//	75   run: the lock was not obtained within --wait (EX_TEMPFAIL, as flock -w)
-//	126  run: the command could not be started
-//	127  run: the command was not found
+//	0      success (or help was asked for); run: the command exited 0
+//	1      failure: an error from the library or Redis, a failed check, a declined confirmation
+//	2      usage error: unknown command, bad flag or argument, no Redis URL, unlock without
+//	       --force, or unlock without --yes when stdin is not a terminal
+//	70     run: the lock was lost while the command ran (the command is terminated if it is
+//	       still running)
+//	75     run: the lock was not obtained within --wait (EX_TEMPFAIL, as flock -w)
+//	126    run: the command could not be started
+//	127    run: the command was not found
 //	128+N  run: the command was killed by signal N
 //
 // Otherwise run exits with the command's own exit status.
@@ -53,9 +56,12 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+
+	"github.com/redis/go-redis/v9/logging"
 )
 
 func main() {
+	logging.Disable() // go-redis would log its retries on stderr; its errors reach us anyway
 	os.Exit(run(os.Args[1:], &streams{in: os.Stdin, out: os.Stdout, err: os.Stderr, terminal: isTerminal(os.Stdin)}))
 }
 

@@ -37,26 +37,6 @@ func (o *output) String() string {
 	return o.buf.String()
 }
 
-// waitFor waits until the output contains s; it fails the test after 10 seconds.
-func (o *output) waitFor(t *testing.T, s string) {
-	t.Helper()
-	timeout := time.NewTimer(10 * time.Second)
-	defer timeout.Stop()
-	for {
-		o.mu.Lock()
-		found, changed := strings.Contains(o.buf.String(), s), o.changed
-		o.mu.Unlock()
-		if found {
-			return
-		}
-		select {
-		case <-changed:
-		case <-timeout.C:
-			t.Fatalf("output lacks %q after 10s:\n%s", s, o)
-		}
-	}
-}
-
 // testIO is a command's streams in a test.
 type testIO struct {
 	*streams
@@ -141,10 +121,15 @@ func checkDemo(t *testing.T, out string, firstLine string) {
 
 func TestDemoEmbedded(t *testing.T) {
 	t.Parallel()
-	tio := newIO("", false)
-	tio.exec(t, 0, demoArgs...)
-	t.Logf("output:\n%s", tio.stdout)
-	checkDemo(t, tio.stdout.String(), "backend: embedded miniredis (not a real Redis; timings are not Redis timings), driver goredis")
+	for _, driver := range drivers {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			tio := newIO("", false)
+			tio.exec(t, 0, append(demoArgs, "--driver", driver)...)
+			t.Logf("output:\n%s", tio.stdout)
+			checkDemo(t, tio.stdout.String(), "backend: embedded miniredis (not a real Redis; timings are not Redis timings), driver "+driver)
+		})
+	}
 }
 
 func TestDemoRedis(t *testing.T) {

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	redigo "github.com/gomodule/redigo/redis"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/goredis"
+	redigolocker "github.com/hashlock/locker/backend/redigo"
+	rueidislocker "github.com/hashlock/locker/backend/rueidis"
+)
+
+// redisEnv is the environment variable that gives the Redis URL when --redis is not given (to
+// every command but demo).
+const redisEnv = "LOCKER_REDIS"
+
+// drivers are the values of --driver; the first is the default.
+var drivers = []string{"goredis", "rueidis", "redigo"}
+
+// connectTimeout bounds connecting to the server and the first PING.
+const connectTimeout = 10 * time.Second
+
+// connFlags are the values of --redis and --driver.
+type connFlags struct {
+	url      string
+	driver   string
+	embedded bool // no URL: start an embedded miniredis (demo); else $LOCKER_REDIS, else a usage error
+}
+
+// addConnFlags registers --redis and --driver on fs. With embedded, a command without --redis
+// runs on an embedded miniredis; without, it needs --redis or $LOCKER_REDIS.
+func addConnFlags(fs *flag.FlagSet, embedded bool) *connFlags {
+	c := &connFlags{driver: drivers[0], embedded: embedded}
+	def := "$" + redisEnv
+	if embedded {
+		def = "an embedded miniredis"
+	}
+	fs.StringVar(&c.url, "redis", "", "Redis server `URL`: redis://[user:password@]host:port[/db], or rediss:// for TLS (default "+def+")")
+	fs.StringVar(&c.driver, "driver", c.driver, "Go Redis `driver`: goredis, rueidis or redigo")
+	return c
+}
+
+// A conn is a locker.Locker on a Redis server through one driver.
+type conn struct {
+	locker.Locker
+	desc  string // the server and driver, for people: "Redis at redis://…, driver goredis"
+	close func()
+}
+
+// connect checks the flags, connects to the server (or starts the embedded one) and PINGs it.
+// Bad flags are a *usageError. The caller must call the conn's close.
+func (c *connFlags) connect(ctx context.Context) (*conn, error) {
+	if !slices.Contains(drivers, c.driver) {
+		return nil, usagef("--driver %q: must be one of goredis, rueidis, redigo", c.driver)
+	}
+	raw := c.url
+	if raw == "" && !c.embedded {
+		if raw = os.Getenv(redisEnv); raw == "" {
+			return nil, usagef("no Redis server: pass --redis URL or set %s", redisEnv)
+		}
+	}
+	if raw == "" {
+		m := miniredis.NewMiniRedis()
+		m.ClockTTL(true) // leases expire by the wall clock, as on Redis
+		if err := m.Start(); err != nil {
+			return nil, fmt.Errorf("start the embedded miniredis: %w", err)
+		}
+		cn, err := dial(ctx, c.driver, "redis://"+m.Addr())
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		cn.desc = "embedded miniredis (not a real Redis; timings are not Redis timings), driver " + c.driver
+		closeDriver := cn.close
+		cn.close = func() { closeDriver(); m.Close() }
+		return cn, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+		return nil, usagef("--redis: want redis://[user:password@]host:port[/db] or rediss://…, got %s", redacted(raw))
+	}
+	cn, err := dial(ctx, c.driver, raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", u.Redacted(), err)
+	}
+	cn.desc = "Redis at " + u.Redacted() + ", driver " + c.driver
+	return cn, nil
+}
+
+// dial makes a Locker of driver on the server at the URL raw and PINGs the server.
+func dial(ctx context.Context, driver, raw string) (*conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	switch driver {
+	case "rueidis":
+		opt, err := rueidis.ParseURL(raw)
+		if err != nil {
+			return nil, usagef("--redis: %v", err)
+		}
+		opt.DisableCache = true // the lock does not use it, and it needs CLIENT TRACKING
+		rc, err := rueidis.NewClient(opt)
+		if err != nil {
+			return nil, err
+		}
+		if err := rc.Do(ctx, rc.B().Ping().Build()).Error(); err != nil {
+			rc.Close()
+			return nil, err
+		}
+		return &conn{Locker: rueidislocker.New(rc), close: rc.Close}, nil
+	case "redigo":
+		c, err := redigo.DialURLContext(ctx, raw)
+		if err == nil {
+			_, err = redigo.DoContext(c, ctx, "PING")
+			c.Close()
+		}
+		if err != nil {
+			return nil, err
+		}
+		pool := &redigo.Pool{MaxIdle: 8, DialContext: func(ctx context.Context) (redigo.Conn, error) {
+			return redigo.DialURLContext(ctx, raw)
+		}}
+		return &conn{Locker: redigolocker.New(pool), close: func() { pool.Close() }}, nil
+	default:
+		opt, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, usagef("--redis: %v", err)
+		}
+		opt.ContextTimeoutEnabled = true
+		rdb := redis.NewClient(opt)
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			rdb.Close()
+			return nil, err
+		}
+		return &conn{Locker: goredis.New(rdb), close: func() { rdb.Close() }}, nil
+	}
+}
+
+// redacted returns the URL raw with its password, if any, replaced by "xxxxx"; a URL that does not
+// parse is withheld whole, as it may hold a password.
+func redacted(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "an invalid URL"
+	}
+	return fmt.Sprintf("%q", u.Redacted())
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashlock/locker"
+)
+
+func TestInspect(t *testing.T) {
+	t.Parallel()
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			t.Parallel()
+			url := srv.start(t)
+			lib := libClient(t, url, locker.WithTTL(10*time.Second))
+
+			tio := newIO("", false)
+			tio.exec(t, 0, "inspect", "--redis", url, "invoice:42")
+			if got, want := tio.stdout.String(), "key invoice:42: free\n"; got != want {
+				t.Errorf("free key: stdout %q, want %q", got, want)
+			}
+
+			outer, err := lib.Lock(context.Background(), "invoice:42")
+			if err != nil {
+				t.Fatal(err)
+			}
+			inner, err := lib.Lock(outer.Context(), "invoice:42")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer outer.Unlock()
+			defer inner.Unlock()
+
+			tio = newIO("", false)
+			tio.exec(t, 0, "inspect", "--redis", url, "invoice:42")
+			line := strings.TrimSuffix(tio.stdout.String(), "\n")
+			ttl, ok := strings.CutPrefix(line, "key invoice:42: locked, 2 holds, TTL ")
+			if d, err := time.ParseDuration(ttl); !ok || err != nil || d <= 0 || d > 10*time.Second {
+				t.Errorf("held key: stdout %q, want \"key invoice:42: locked, 2 holds, TTL D\" with 0 < D <= 10s", line)
+			}
+
+			tio = newIO("", false)
+			tio.exec(t, 0, "inspect", "--redis", url, "invoice:42", "--json") // flags may follow the key
+			var got struct {
+				Key    string `json:"key"`
+				Locked bool   `json:"locked"`
+				Holds  int    `json:"holds"`
+				TTL    string `json:"ttl"`
+				TTLms  int64  `json:"ttl_ms"`
+			}
+			if err := json.Unmarshal([]byte(tio.stdout.String()), &got); err != nil {
+				t.Fatalf("--json: %v in %q", err, tio.stdout)
+			}
+			d, err := time.ParseDuration(got.TTL)
+			if got.Key != "invoice:42" || !got.Locked || got.Holds != 2 || err != nil || d.Milliseconds() != got.TTLms || got.TTLms <= 0 || got.TTLms > 10000 {
+				t.Errorf("--json: %s", tio.stdout)
+			}
+		})
+	}
+}
+
+// A server that does not answer is a failure, exit code 1, for every driver.
+func TestInspectUnreachable(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "redis://" + l.Addr().String() // a port nobody listens on, once closed
+	l.Close()
+	for _, driver := range drivers {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			tio := newIO("", false)
+			tio.exec(t, 1, "inspect", "--redis", url, "--driver", driver, "k")
+			if want := "locker inspect: " + url + ": "; !strings.Contains(tio.stderr.String(), want) {
+				t.Errorf("stderr lacks %q:\n%s", want, tio.stderr)
+			}
+		})
+	}
+}
