@@ -244,14 +244,7 @@ func expiryWithoutRenewal(e *env) {
 	if st := inspect(e, key); !st.Locked {
 		t.Fatal("a fixed lease expired before its TTL")
 	}
-	select {
-	case <-l.Context().Done():
-	case <-time.After(time.Until(start.Add(e.ttl))):
-		t.Fatal("a fixed lease's context was still live at its TTL")
-	}
-	if cause := context.Cause(l.Context()); !errors.Is(cause, locker.ErrLockLost) {
-		t.Fatalf("the fixed lease context's cause is %v, want ErrLockLost", cause)
-	}
+	endsLost(e, l, start.Add(e.ttl), "a fixed lease's context was still live at its TTL")
 	if e.probe.total("Renew") != 0 {
 		t.Fatal("a fixed lease was renewed")
 	}
@@ -263,6 +256,19 @@ func expiryWithoutRenewal(e *env) {
 	}
 }
 
+// endsLost fails the test unless l's context ends by deadline with cause ErrLockLost.
+func endsLost(e *env, l *locker.Lease, deadline time.Time, late string) {
+	e.t.Helper()
+	select {
+	case <-l.Context().Done():
+	case <-time.After(time.Until(deadline)):
+		e.t.Fatal(late)
+	}
+	if cause := context.Cause(l.Context()); !errors.Is(cause, locker.ErrLockLost) {
+		e.t.Fatalf("the lease context's cause is %v, want ErrLockLost", cause)
+	}
+}
+
 // When the watchdog finds the hold gone, the lease context ends with ErrLockLost, and Unlock
 // reports ErrNotHeld.
 func lostLease(e *env) {
@@ -271,14 +277,7 @@ func lostLease(e *env) {
 	if !ok(e.probe.Locker.ForceRelease(ctx, key))(t) {
 		t.Fatal("ForceRelease of a held key reported no lock")
 	}
-	select {
-	case <-l.Context().Done():
-	case <-time.After(e.ttl):
-		t.Fatal("the lease context did not end within a TTL of the hold's loss")
-	}
-	if cause := context.Cause(l.Context()); !errors.Is(cause, locker.ErrLockLost) {
-		t.Fatalf("cause %v, want ErrLockLost", cause)
-	}
+	endsLost(e, l, time.Now().Add(e.ttl), "the lease context did not end within a TTL of the hold's loss")
 	if err := l.Unlock(); !errors.Is(err, locker.ErrNotHeld) {
 		t.Fatalf("Unlock of a lost lease = %v, want ErrNotHeld", err)
 	}
@@ -295,14 +294,7 @@ func failingRenewalsEndLease(e *env) {
 	if l.Context().Err() != nil {
 		t.Fatal("the lease context ended half-way through the lease")
 	}
-	select {
-	case <-l.Context().Done():
-	case <-time.After(time.Until(start.Add(e.ttl))):
-		t.Fatal("renewals failed, yet the lease context was still live when the lease may have expired")
-	}
-	if cause := context.Cause(l.Context()); !errors.Is(cause, locker.ErrLockLost) {
-		t.Fatalf("cause %v, want ErrLockLost", cause)
-	}
+	endsLost(e, l, start.Add(e.ttl), "renewals failed, yet the lease context was still live when the lease may have expired")
 	if e.probe.total("Renew") < 2 {
 		t.Fatalf("%d renewal attempts, want the watchdog to retry", e.probe.total("Renew"))
 	}

@@ -36,11 +36,8 @@ type Backend struct {
 
 // New returns a Backend on c. The Backend never closes c.
 func New(c redis.UniversalClient) *Backend {
-	d := &driver{c: c, scripts: make(map[*redislock.Script]*redis.Script)}
+	d := &driver{c: c, scripts: redislock.PrepareScripts(redis.NewScript)}
 	_, d.cluster = c.(*redis.ClusterClient)
-	for _, s := range redislock.Scripts() {
-		d.scripts[s] = redis.NewScript(s.Source)
-	}
 	return &Backend{redislock.New(d, "goredis")}
 }
 

@@ -49,12 +49,11 @@ type Backend struct {
 // New returns a Backend on p, which must have DialContext or Dial set. The Backend never closes
 // p.
 func New(p *redis.Pool) *Backend {
-	d := &driver{p: p, scripts: make(map[*redislock.Script]*redis.Script)}
-	for _, s := range redislock.Scripts() {
+	d := &driver{p: p, scripts: redislock.PrepareScripts(func(src string) *redis.Script {
 		// Key count -1: the number of keys varies per call (renew.lua), so each call passes
 		// it as its first argument.
-		d.scripts[s] = redis.NewScript(-1, s.Source)
-	}
+		return redis.NewScript(-1, src)
+	})}
 	return &Backend{redislock.New(d, "redigo")}
 }
 

@@ -49,15 +49,11 @@ func New(c rueidis.Client) *Backend {
 }
 
 func newDriver(c rueidis.Client) *driver {
-	d := &driver{
+	return &driver{
 		c:       c,
 		cluster: c.Mode() == rueidis.ClientModeCluster,
-		scripts: make(map[*redislock.Script]*rueidis.Lua),
+		scripts: redislock.PrepareScripts(func(src string) *rueidis.Lua { return rueidis.NewLuaScript(src) }),
 	}
-	for _, s := range redislock.Scripts() {
-		d.scripts[s] = rueidis.NewLuaScript(s.Source)
-	}
-	return d
 }
 
 // driver implements redislock.Driver with rueidis.

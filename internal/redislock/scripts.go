@@ -55,7 +55,17 @@ var (
 	ForceScript   = newScript("force", forceLua)
 )
 
-// Scripts lists every canonical script, for adapters that prepare them all at construction.
+// Scripts lists every canonical script.
 func Scripts() []*Script {
 	return []*Script{AcquireScript, ReleaseScript, RenewScript, InspectScript, ForceScript}
+}
+
+// PrepareScripts wraps the source of every canonical script in a driver's script object, for an
+// adapter to look up by *Script.
+func PrepareScripts[T any](wrap func(source string) T) map[*Script]T {
+	m := make(map[*Script]T)
+	for _, s := range Scripts() {
+		m[s] = wrap(s.Source)
+	}
+	return m
 }
