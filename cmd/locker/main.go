@@ -88,7 +88,7 @@ type command struct {
 	rawArgs bool
 }
 
-var commands = []command{demoCommand, runCommand, inspectCommand, unlockCommand}
+var commands = []command{demoCommand, runCommand, inspectCommand, unlockCommand, benchCommand}
 
 // A usageError is a bad flag value or argument: exit code 2 instead of 1.
 type usageError struct{ msg string }

@@ -1,0 +1,92 @@
+package bench_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/hashlock/locker/bench"
+)
+
+// Run with
+//
+//	go test -run '^$' -bench . -benchmem ./bench/
+//
+// Each top-level benchmark is one scenario (two for Parallel and Contention), with a
+// sub-benchmark per driver: memory first, then go-redis, go-redis with AutoPipeline, rueidis
+// and Redigo on one redis-server that the benchmark starts on a free loopback port and kills at
+// its end. Without redis-server only the memory backend runs (LOCKER_REQUIRE_REDIS=1 makes that
+// a failure). After the benchmarks, a summary table with the ratios to the round-trip floor is
+// printed.
+
+// results collects the last result of every benchmark, for the summary table.
+var results bench.Collector
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if rs := results.Results(); len(rs) > 0 {
+		fmt.Println("\nSummary (median of the -count runs). floor/op, scripts/op: time of the floor's operation over the")
+		fmt.Println("scenario's, measured side by side (1.00 = as fast as the floor); allocs: of the whole process.")
+		fmt.Println()
+		_ = bench.WriteTable(os.Stdout, rs, false)
+	}
+	os.Exit(code)
+}
+
+// libs returns the Libs to run: memory, and, when a redis-server could be started for b, every
+// Redis driver on it.
+func libs(b *testing.B) []bench.Lib {
+	ls := []bench.Lib{bench.Memory()}
+	if !bench.HaveRedis() {
+		b.Log("redis-server not found: only the memory backend runs (install redis-server, or set LOCKER_REQUIRE_REDIS=1 to fail)")
+		return ls
+	}
+	addr := bench.StartRedis(b)
+	redis, err := bench.Redis("redis://"+addr, bench.RedisOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return append(ls, redis...)
+}
+
+// run runs the scenarios called names, each on every Lib, as sub-benchmarks
+// "<scenario>/<lib>" (or "<lib>" for one scenario).
+func run(b *testing.B, names ...string) {
+	ls := libs(b)
+	for _, name := range names {
+		s, ok := bench.ScenarioNamed(name)
+		if !ok {
+			b.Fatalf("no scenario %q", name)
+		}
+		for _, lib := range ls {
+			sub := lib.Name
+			if len(names) > 1 {
+				sub = name + "/" + lib.Name
+			}
+			b.Run(sub, func(b *testing.B) { bench.Bench(b, s, lib, bench.Config{}, &results) })
+		}
+	}
+}
+
+// 6. The raw floor: 2 × EVALSHA of `return 1` through each driver's own script object.
+func BenchmarkFloor(b *testing.B) { run(b, "floor") }
+
+// 6b. The scripts floor: our acquire.lua and release.lua through each driver's script object,
+// without the Client, measured side by side with the floor: the server's share.
+func BenchmarkFloorScripts(b *testing.B) { run(b, "floor-scripts") }
+
+// 1. Uncontended Lock+Unlock by one goroutine (latency-bound).
+func BenchmarkUncontended(b *testing.B) { run(b, "uncontended") }
+
+// 2. Parallel Lock+Unlock on distinct keys: GOMAXPROCS goroutines, and 64.
+func BenchmarkParallel(b *testing.B) { run(b, "parallel-procs", "parallel-64") }
+
+// 3. Contention: 8 goroutines on one key, holding it 100µs: with one shared Client, and with a
+// Client each.
+func BenchmarkContention(b *testing.B) { run(b, "contention-shared", "contention-separate") }
+
+// 4. Re-entry depth 3: Lock, Lock, Lock, Unlock ×3.
+func BenchmarkReentry(b *testing.B) { run(b, "reentry-3") }
+
+// 5. Watchdog: 10,000 leases with a 300ms TTL; one op is one renewal tick (100ms).
+func BenchmarkWatchdog(b *testing.B) { run(b, "watchdog") }

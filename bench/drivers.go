@@ -1,0 +1,318 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+
+	redigolib "github.com/gomodule/redigo/redis"
+	goredislib "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/goredis"
+	"github.com/hashlock/locker/backend/memory"
+	"github.com/hashlock/locker/backend/redigo"
+	rueidislocker "github.com/hashlock/locker/backend/rueidis"
+	"github.com/hashlock/locker/internal/redislock"
+)
+
+// floorScript is the raw floor's script: the least work a script call can do.
+const floorScript = "return 1"
+
+// Ours returns the Lib of our Client on the backends that open makes: each client gets a fresh
+// backend (with connections of its own) under a Counter, and a locker.Client with opts.
+func Ours(name, driver string, open func() (locker.Locker, func(), error), floor func() (FloorOp, func(), error), opts ...locker.Option) Lib {
+	return Lib{
+		Name:      name,
+		Driver:    driver,
+		Reentrant: true,
+		Floor:     floor,
+		Backend:   open,
+		Open: func() (Mutex, func(), error) {
+			be, closeBackend, err := open()
+			if err != nil {
+				return nil, nil, err
+			}
+			cnt := Count(be)
+			c := locker.New(cnt, opts...)
+			return &ourMutex{c: c, cnt: cnt}, func() {
+				c.Close()
+				closeBackend()
+			}, nil
+		},
+	}
+}
+
+// ourMutex is a locker.Client as a Mutex.
+type ourMutex struct {
+	c   *locker.Client
+	cnt *Counter
+}
+
+func (m *ourMutex) Lock(ctx context.Context, key string) (Held, error) {
+	l, err := m.c.Lock(ctx, key)
+	if err != nil {
+		return nil, err // not a nil *Lease in a non-nil Held
+	}
+	return l, nil
+}
+
+// Calls returns the backend calls of the client so far.
+func (m *ourMutex) Calls() Calls { return m.cnt.Calls() }
+
+// counted is a Mutex that counts its backend calls.
+type counted interface{ Calls() Calls }
+
+// callsOf returns the sum of the calls of the distinct counted mutexes of ms, and whether any
+// was counted.
+func callsOf(ms ...Mutex) (Calls, bool) {
+	var sum Calls
+	seen := make(map[Mutex]bool)
+	ok := false
+	for _, m := range ms {
+		if c, is := m.(counted); is && !seen[m] {
+			seen[m] = true
+			sum = sum.Add(c.Calls())
+			ok = true
+		}
+	}
+	return sum, ok
+}
+
+// Memory returns the Lib of our Client on the in-process memory backend: no network, so its
+// results are the Client's own costs. Every client of the Lib shares one store, as clients of
+// one server would.
+func Memory() Lib {
+	be := memory.New()
+	return Ours("memory", "memory", func() (locker.Locker, func(), error) {
+		return be, func() {}, nil
+	}, nil)
+}
+
+// RedisOptions adjusts the Redis drivers.
+type RedisOptions struct {
+	// DisableClientCache turns off rueidis's client-side caching, which needs CLIENT TRACKING
+	// (miniredis has none).
+	DisableClientCache bool
+	// PoolSize is Redigo's pool size (MaxIdle; MaxActive stays unlimited); default 64, so the
+	// 64-goroutine scenario does not dial a connection per call.
+	PoolSize int
+}
+
+// Redis returns the Libs of our Client on every Redis driver, each client with its own
+// connections to the server at url ("redis://host:port/db", as each driver's ParseURL reads
+// it): go-redis, go-redis through its AutoPipeline, rueidis, and Redigo. go-redis clients are
+// created with ContextTimeoutEnabled, Redigo pools with MaxIdle o.PoolSize (Redigo's default,
+// 0, would dial a connection per call); everything else keeps the drivers' defaults.
+func Redis(url string, o RedisOptions) ([]Lib, error) {
+	gopt, err := goredislib.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("go-redis: %w", err)
+	}
+	gopt.ContextTimeoutEnabled = true
+	ropt, err := rueidis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("rueidis: %w", err)
+	}
+	ropt.DisableCache = o.DisableClientCache
+	if o.PoolSize <= 0 {
+		o.PoolSize = 64
+	}
+	newGoredis := func() *goredislib.Client {
+		opt := *gopt
+		return goredislib.NewClient(&opt)
+	}
+	newRueidis := func() (rueidis.Client, error) { return rueidis.NewClient(ropt) }
+	newPool := func() *redigolib.Pool {
+		return &redigolib.Pool{
+			MaxIdle: o.PoolSize,
+			DialContext: func(ctx context.Context) (redigolib.Conn, error) {
+				return redigolib.DialURLContext(ctx, url)
+			},
+		}
+	}
+
+	openGoredis := func() (goredislib.UniversalClient, func(), error) {
+		c := newGoredis()
+		return c, func() { c.Close() }, nil
+	}
+	// go-redis v9.23 has an (experimental) AutoPipeline: a blocking AutoPipeliner, which is a
+	// redis.UniversalClient, batches the commands of concurrent callers into pipelines. It
+	// can only help where calls overlap (parallel and shared-client contention).
+	openAuto := func() (goredislib.UniversalClient, func(), error) {
+		c := newGoredis()
+		ap, err := c.AutoPipeline()
+		if err != nil {
+			c.Close()
+			return nil, nil, fmt.Errorf("go-redis AutoPipeline: %w", err)
+		}
+		return ap, func() { c.Close() }, nil // closes ap too
+	}
+	goredisLib := func(name string, open func() (goredislib.UniversalClient, func(), error)) Lib {
+		lib := Ours(name, name,
+			func() (locker.Locker, func(), error) {
+				c, done, err := open()
+				if err != nil {
+					return nil, nil, err
+				}
+				return goredis.New(c), done, nil
+			},
+			func() (FloorOp, func(), error) {
+				c, done, err := open()
+				if err != nil {
+					return nil, nil, err
+				}
+				return GoredisFloor(c), done, nil
+			})
+		lib.ScriptFloor = func() (FloorOp, func(), error) {
+			c, done, err := open()
+			if err != nil {
+				return nil, nil, err
+			}
+			return goredisScripts(c), done, nil
+		}
+		return lib
+	}
+
+	rueidisLib := Ours("rueidis", "rueidis",
+		func() (locker.Locker, func(), error) {
+			c, err := newRueidis()
+			if err != nil {
+				return nil, nil, fmt.Errorf("rueidis: %w", err)
+			}
+			return rueidislocker.New(c), c.Close, nil
+		},
+		func() (FloorOp, func(), error) {
+			c, err := newRueidis()
+			if err != nil {
+				return nil, nil, fmt.Errorf("rueidis: %w", err)
+			}
+			return RueidisFloor(c), c.Close, nil
+		})
+	rueidisLib.ScriptFloor = func() (FloorOp, func(), error) {
+		c, err := newRueidis()
+		if err != nil {
+			return nil, nil, fmt.Errorf("rueidis: %w", err)
+		}
+		return rueidisScripts(c), c.Close, nil
+	}
+
+	redigoLib := Ours("redigo", "redigo",
+		func() (locker.Locker, func(), error) {
+			p := newPool()
+			return redigo.New(p), func() { p.Close() }, nil
+		},
+		func() (FloorOp, func(), error) {
+			p := newPool()
+			return redigoFloor(p), func() { p.Close() }, nil
+		})
+	redigoLib.ScriptFloor = func() (FloorOp, func(), error) {
+		p := newPool()
+		return redigoScripts(p), func() { p.Close() }, nil
+	}
+
+	return []Lib{goredisLib("goredis", openGoredis), goredisLib("goredis-autopipeline", openAuto), rueidisLib, redigoLib}, nil
+}
+
+// The scripts floor runs the canonical acquire and release scripts on one key with one owner,
+// with the arguments the backend sends (a 30s lease; the notice channel), through the driver's
+// script object: the server's work for a Lock+Unlock, without the Client.
+func scriptsCall() (key, owner, ttl, channel string) {
+	key = newKey("floor-scripts")
+	return key, "0123456789abcdef0123456789abcdef", "30000", redislock.Channel(key)
+}
+
+func goredisScripts(c goredislib.Scripter) FloorOp {
+	acquire := goredislib.NewScript(redislock.AcquireScript.Source)
+	release := goredislib.NewScript(redislock.ReleaseScript.Source)
+	key, owner, ttl, channel := scriptsCall()
+	keys := []string{key}
+	return func(ctx context.Context) error {
+		if err := acquire.Run(ctx, c, keys, owner, ttl).Err(); err != nil {
+			return err
+		}
+		return release.Run(ctx, c, keys, owner, channel).Err()
+	}
+}
+
+func rueidisScripts(c rueidis.Client) FloorOp {
+	acquire := rueidis.NewLuaScript(redislock.AcquireScript.Source)
+	release := rueidis.NewLuaScript(redislock.ReleaseScript.Source)
+	key, owner, ttl, channel := scriptsCall()
+	keys := []string{key}
+	return func(ctx context.Context) error {
+		if err := acquire.Exec(ctx, c, keys, []string{owner, ttl}).Error(); err != nil {
+			return err
+		}
+		return release.Exec(ctx, c, keys, []string{owner, channel}).Error()
+	}
+}
+
+func redigoScripts(p *redigolib.Pool) FloorOp {
+	acquire := redigolib.NewScript(1, redislock.AcquireScript.Source)
+	release := redigolib.NewScript(1, redislock.ReleaseScript.Source)
+	key, owner, ttl, channel := scriptsCall()
+	run := func(ctx context.Context, s *redigolib.Script, arg string) error {
+		conn, err := p.GetContext(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_, err = s.DoContext(ctx, conn, key, owner, arg)
+		return err
+	}
+	return func(ctx context.Context) error {
+		if err := run(ctx, acquire, ttl); err != nil {
+			return err
+		}
+		return run(ctx, release, channel)
+	}
+}
+
+// GoredisFloor returns the raw floor through go-redis: two Script.Run calls (EVALSHA, EVAL on
+// NOSCRIPT) of `return 1` on c.
+func GoredisFloor(c goredislib.Scripter) FloorOp {
+	s := goredislib.NewScript(floorScript)
+	return func(ctx context.Context) error {
+		for range 2 {
+			if err := s.Run(ctx, c, nil).Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// RueidisFloor returns the raw floor through rueidis: two Lua.Exec calls (EVALSHA, EVAL on
+// NOSCRIPT) of `return 1` on c.
+func RueidisFloor(c rueidis.Client) FloorOp {
+	s := rueidis.NewLuaScript(floorScript)
+	return func(ctx context.Context) error {
+		for range 2 {
+			if err := s.Exec(ctx, c, nil, nil).Error(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// redigoFloor returns the raw floor through Redigo: two Script.DoContext calls (EVALSHA) of
+// `return 1`, each on a connection of the pool, as the backend runs its scripts.
+func redigoFloor(p *redigolib.Pool) FloorOp {
+	s := redigolib.NewScript(0, floorScript)
+	return func(ctx context.Context) error {
+		for range 2 {
+			conn, err := p.GetContext(ctx)
+			if err != nil {
+				return err
+			}
+			_, err = s.DoContext(ctx, conn)
+			conn.Close()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
