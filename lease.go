@@ -73,7 +73,8 @@ var notHeldContext = func() context.Context {
 
 // Unlock releases this hold: the owner's hold count drops by one, and at zero the lock is free
 // and waiters are woken. It ends the lease's context first, so work derived from it stops before
-// another owner can get the lock. It is bounded by the lease's TTL.
+// another owner can get the lock. It takes one round trip, bounded by the backend (see
+// Locker).
 //
 // A second Unlock of the same Lease returns an error wrapping ErrNotHeld without contacting the
 // backend. When the backend no longer had the hold (it expired or was forced away), Unlock
@@ -88,9 +89,9 @@ func (l *Lease) Unlock() error {
 	}
 	l.client.forget(l)
 	l.end(nil)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), l.ttl)
-	defer cancel()
-	_, err := l.client.backend.Release(ctx, l.fullKey, l.owner)
+	// The release keeps the values of the lease's context (tracing) but not its end; the
+	// backend bounds the call (the Redis backends by their I/O timeouts: 10s at most).
+	_, err := l.client.backend.Release(context.WithoutCancel(l.ctx), l.fullKey, l.owner)
 	l.passTurn() // after the release: the next local waiter tries at once
 	if err != nil {
 		return fmt.Errorf("locker: unlock %q: %w", l.key, err)

@@ -37,7 +37,8 @@ import (
 //
 // Errors: an implementation returns ErrNotHeld (or an error wrapping it) where a method says so,
 // the ctx error when ctx ends first, and any other error for a failure whose outcome it cannot
-// know. It never blocks past ctx.
+// know. It never blocks past ctx, and a call whose ctx has no deadline still ends (the Client's
+// Unlock passes one): a network backend bounds it with I/O timeouts of its own.
 //
 // The conformance package checks an implementation against this contract; a behaviour it does
 // not check is not guaranteed.

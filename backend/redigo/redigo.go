@@ -65,7 +65,12 @@ type driver struct {
 
 func (d *driver) Cluster() bool { return false }
 
+// Redigo connections have no I/O timeout unless the pool's Dial sets one: every call without a
+// deadline gets redislock.CallTimeout (redislock.Bound), or a paused server would hang it.
+
 func (d *driver) Eval(ctx context.Context, s *redislock.Script, keys, args []string) (redislock.Reply, error) {
+	ctx, cancel := redislock.Bound(ctx)
+	defer cancel()
 	conn, err := d.p.GetContext(ctx)
 	if err != nil {
 		return redislock.Reply{}, err
@@ -75,6 +80,8 @@ func (d *driver) Eval(ctx context.Context, s *redislock.Script, keys, args []str
 }
 
 func (d *driver) EvalBatch(ctx context.Context, s *redislock.Script, calls []redislock.Call) []redislock.Result {
+	ctx, cancel := redislock.Bound(ctx)
+	defer cancel()
 	results := make([]redislock.Result, len(calls))
 	if len(calls) == 0 {
 		return results
@@ -124,6 +131,8 @@ func (d *driver) EvalBatch(ctx context.Context, s *redislock.Script, calls []red
 // connection breaks, or the server ends the subscription, it calls lost and the Backend
 // subscribes again.
 func (d *driver) Subscribe(ctx context.Context, channel string, sharded bool, notify, lost func()) (func(), error) {
+	ctx, cancel := redislock.Bound(ctx)
+	defer cancel()
 	c, err := d.dial(ctx)
 	if err != nil {
 		return nil, err

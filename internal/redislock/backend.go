@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashlock/locker"
@@ -15,22 +16,25 @@ var _ locker.Locker = (*Backend)(nil)
 const (
 	// maxBatch is the most keys one renewal script call carries.
 	maxBatch = 512
-	// callTimeout bounds a call whose ctx has no deadline: a server that stops answering
-	// (paused, partitioned) must give an error, not a hang, whatever the driver's own timeouts
-	// (Redigo has none by default). It matches go-redis's and rueidis's default I/O timeouts.
-	callTimeout = 10 * time.Second
+	// CallTimeout bounds a call whose ctx has no deadline in drivers without I/O timeouts of
+	// their own (Redigo), and every re-subscription attempt: a server that stops answering
+	// (paused, partitioned) must give an error, not a hang. It matches go-redis's and
+	// rueidis's default I/O timeouts, which bound their calls.
+	CallTimeout = 10 * time.Second
 )
 
-// bound returns ctx with a deadline callTimeout away when it has none.
-func bound(ctx context.Context) (context.Context, context.CancelFunc) {
+// Bound returns ctx with a deadline CallTimeout away when it has none, for drivers without I/O
+// timeouts of their own.
+func Bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, callTimeout)
+	return context.WithTimeout(ctx, CallTimeout)
 }
 
 // Backend is a locker.Locker on Redis through a Driver. It is safe for concurrent use. Every
-// call is bounded by its ctx, or by 10s when ctx has no deadline.
+// call is bounded by its ctx, and without a deadline by the driver's I/O timeouts (go-redis,
+// rueidis) or CallTimeout (Redigo).
 type Backend struct {
 	d       Driver
 	prefix  string // prepended to every error message: "goredis", "rueidis"…
@@ -44,8 +48,6 @@ func New(d Driver, name string) *Backend {
 
 // Acquire implements locker.Locker with acquire.lua.
 func (b *Backend) Acquire(ctx context.Context, key, owner string, ttl time.Duration) (locker.Acquisition, error) {
-	ctx, cancel := bound(ctx)
-	defer cancel()
 	r, err := b.d.Eval(ctx, AcquireScript, []string{key}, []string{owner, millis(ttl)})
 	if err != nil {
 		return locker.Acquisition{}, b.fail(ctx, "acquire", key, err)
@@ -58,8 +60,6 @@ func (b *Backend) Acquire(ctx context.Context, key, owner string, ttl time.Durat
 
 // Release implements locker.Locker with release.lua.
 func (b *Backend) Release(ctx context.Context, key, owner string) (int, error) {
-	ctx, cancel := bound(ctx)
-	defer cancel()
 	r, err := b.d.Eval(ctx, ReleaseScript, []string{key}, []string{owner, Channel(key)})
 	if err != nil {
 		return 0, b.fail(ctx, "release", key, err)
@@ -74,8 +74,6 @@ func (b *Backend) Release(ctx context.Context, key, owner string) (int, error) {
 // cluster slot (any keys when not on a cluster), up to maxBatch keys a call, all calls in one
 // EvalBatch.
 func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
-	ctx, cancel := bound(ctx)
-	defer cancel()
 	errs := make([]error, len(batch))
 	groups := b.group(batch)
 	calls := make([]Call, len(groups))
@@ -140,8 +138,6 @@ func (b *Backend) group(batch []locker.Renewal) [][]int {
 
 // Inspect implements locker.Locker with inspect.lua.
 func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error) {
-	ctx, cancel := bound(ctx)
-	defer cancel()
 	r, err := b.d.Eval(ctx, InspectScript, []string{key}, nil)
 	if err != nil {
 		return locker.State{}, b.fail(ctx, "inspect", key, err)
@@ -157,8 +153,6 @@ func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error)
 
 // ForceRelease implements locker.Locker with force.lua.
 func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {
-	ctx, cancel := bound(ctx)
-	defer cancel()
 	r, err := b.d.Eval(ctx, ForceScript, []string{key}, []string{Channel(key)})
 	if err != nil {
 		return false, b.fail(ctx, "force release", key, err)
@@ -169,8 +163,6 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {
 // Subscribe implements locker.Locker: one driver subscription per channel, shared by every
 // waiter of the key and ended when the last one leaves.
 func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	ctx, cancel := bound(ctx)
-	defer cancel()
 	ch, cancel, err := b.notices.subscribe(ctx, Channel(key))
 	if err != nil {
 		return nil, nil, b.fail(ctx, "subscribe", key, err)
@@ -192,11 +184,25 @@ func (b *Backend) fail(ctx context.Context, op, key string, err error) error {
 	return fmt.Errorf("%s: %s %q: %w", b.prefix, op, key, err)
 }
 
-// millis formats d in whole milliseconds, rounded up, at least 1.
+// millis formats d in whole milliseconds, rounded up, at least 1. Most programs use one or two
+// TTLs, so the latest result is kept: the hot path formats nothing.
 func millis(d time.Duration) string {
+	if last := lastMillis.Load(); last != nil && last.d == d {
+		return last.s
+	}
 	ms := d / time.Millisecond
 	if d%time.Millisecond != 0 {
 		ms++
 	}
-	return strconv.FormatInt(int64(max(ms, 1)), 10)
+	s := strconv.FormatInt(int64(max(ms, 1)), 10)
+	lastMillis.Store(&formatted{d, s})
+	return s
 }
+
+// formatted is a TTL and its formatting by millis.
+type formatted struct {
+	d time.Duration
+	s string
+}
+
+var lastMillis atomic.Pointer[formatted]

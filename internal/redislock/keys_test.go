@@ -1,6 +1,9 @@
 package redislock
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestSlot(t *testing.T) {
 	// Values from the Redis Cluster specification and CLUSTER KEYSLOT.
@@ -38,6 +41,20 @@ func TestChannelOfAnUntaggableKey(t *testing.T) {
 	for _, key := range []string{"x{}y", "{}", "a}b"} {
 		if ch := Channel(key); ch != key+":locker:released" {
 			t.Errorf("Channel(%q) = %q", key, ch)
+		}
+	}
+}
+
+func TestMillis(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{time.Nanosecond, "1"}, {time.Millisecond, "1"}, {1500 * time.Microsecond, "2"},
+		{2 * time.Millisecond, "2"}, {30 * time.Second, "30000"}, {30 * time.Second, "30000"}, {0, "1"},
+	} {
+		if got := millis(tc.d); got != tc.want {
+			t.Errorf("millis(%v) = %s, want %s", tc.d, got, tc.want)
 		}
 	}
 }

@@ -105,7 +105,7 @@ func (h *hub) resubscribe(channel string, s *channelSub) {
 		old() // frees what the lost subscription still held
 	}
 	for delay := resubscribeMinDelay; ; delay = min(2*delay, resubscribeMaxDelay) {
-		ctx, cancel := context.WithTimeout(s.life, callTimeout)
+		ctx, cancel := context.WithTimeout(s.life, CallTimeout)
 		stop, err := h.open(ctx, channel, s)
 		cancel()
 		if err == nil {
