@@ -1,0 +1,149 @@
+package backend_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/goredis"
+	"github.com/hashlock/locker/backend/memory"
+	"github.com/hashlock/locker/internal/redistest"
+)
+
+// sentinelKey is a plain Redis string set before every fuzz input: no script may touch it.
+const sentinelKey = "locker:fuzz:sentinel"
+
+// The memory backend and the go-redis backend on miniredis agree on every result of the same
+// operations with the same keys, owners and TTLs, whatever their bytes: keys and owners reach
+// Redis only as KEYS and ARGV, never as script text.
+func FuzzBackendsAgree(f *testing.F) {
+	f.Add("k", "owner", uint16(1000), []byte{0, 0, 1, 1, 2, 3, 4})
+	f.Add("'); redis.call('flushall') --", "'); redis.call('flushall') --", uint16(5), []byte{0, 5, 0, 3, 1, 6, 2, 1, 3, 4, 3})
+	f.Add("]]..KEYS[1]..[[", "]]..ARGV[1]..[[", uint16(9999), []byte{0, 0, 5, 2, 3, 1, 1, 6, 4})
+	f.Add("lock", "\"); redis.call('del', '"+sentinelKey+"') --", uint16(77), []byte{0, 2, 1, 0, 5, 1})
+	f.Add("{tag}", "{}", uint16(1), []byte{0, 5, 5, 6, 1, 3, 4, 0, 1})
+	f.Add("}{", "{owner}", uint16(300), []byte{5, 0, 6, 1, 8, 2})
+	f.Add("\x00\xff\xfe", "\x00", uint16(65535), []byte{0, 0, 0, 3, 1, 1, 1, 1})
+	f.Add("\xc3(", "\xed\xa0\x80", uint16(42), []byte{5, 0, 9, 2, 8, 4, 3})
+
+	m := redistest.Miniredis(f)
+	if err := m.Start(); err != nil {
+		f.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+	f.Cleanup(func() { rdb.Close() })
+	red := goredis.New(rdb)
+
+	f.Fuzz(func(t *testing.T, key, owner string, ttlMs uint16, ops []byte) {
+		if key == "" || owner == "" || len(key) > 1<<10 || len(owner) > locker.MaxOwnerLen || key == sentinelKey {
+			t.Skip("the Client refuses such inputs")
+		}
+		if len(ops) > 64 {
+			ops = ops[:64]
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		m.FlushAll()
+		if err := rdb.Set(ctx, sentinelKey, "intact", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		mem := memory.New()
+		// Leases of 10 to about 75 seconds: nothing expires while one input runs.
+		ttl := 10*time.Second + time.Duration(ttlMs)*time.Millisecond
+		owners := [2]string{owner, owner + "#2"}
+
+		for i, op := range ops {
+			o := owners[op/5%2]
+			switch op % 5 {
+			case 0:
+				a, errA := mem.Acquire(ctx, key, o, ttl)
+				b, errB := red.Acquire(ctx, key, o, ttl)
+				if errA != nil || errB != nil {
+					t.Fatalf("op %d Acquire(%q): memory %v, redis %v", i, o, errA, errB)
+				}
+				if a.Holds != b.Holds {
+					t.Fatalf("op %d Acquire(%q): memory holds %d, redis holds %d", i, o, a.Holds, b.Holds)
+				}
+				if a.Holds == 0 && (a.TTL <= 0 || b.TTL <= 0 || a.TTL > ttl+time.Millisecond || b.TTL > ttl+time.Millisecond) {
+					t.Fatalf("op %d Acquire(%q) refused: memory TTL %v, redis TTL %v, want both in (0, %v]", i, o, a.TTL, b.TTL, ttl)
+				}
+			case 1:
+				a, errA := mem.Release(ctx, key, o)
+				b, errB := red.Release(ctx, key, o)
+				if notHeld(errA) != notHeld(errB) || (errA == nil) != (errB == nil) {
+					t.Fatalf("op %d Release(%q): memory %d, %v; redis %d, %v", i, o, a, errA, b, errB)
+				}
+				if errA != nil && !notHeld(errA) {
+					t.Fatalf("op %d Release(%q): memory %v, redis %v", i, o, errA, errB)
+				}
+				if a != b {
+					t.Fatalf("op %d Release(%q): memory %d left, redis %d left", i, o, a, b)
+				}
+			case 2:
+				batch := []locker.Renewal{{Key: key, Owner: o, TTL: ttl}, {Key: key, Owner: owners[1-op/5%2], TTL: ttl}}
+				errsA, errsB := mem.Renew(ctx, batch), red.Renew(ctx, batch)
+				if len(errsA) != len(batch) || len(errsB) != len(batch) {
+					t.Fatalf("op %d Renew: %d and %d results for %d entries", i, len(errsA), len(errsB), len(batch))
+				}
+				for j := range batch {
+					ea, eb := errsA[j], errsB[j]
+					if (ea != nil && !notHeld(ea)) || (eb != nil && !notHeld(eb)) || (ea == nil) != (eb == nil) {
+						t.Fatalf("op %d Renew entry %d (%q): memory %v, redis %v", i, j, batch[j].Owner, ea, eb)
+					}
+				}
+			case 3:
+				compareInspect(ctx, t, mem, red, key, ttl, i)
+			case 4:
+				a, errA := mem.ForceRelease(ctx, key)
+				b, errB := red.ForceRelease(ctx, key)
+				if errA != nil || errB != nil || a != b {
+					t.Fatalf("op %d ForceRelease: memory %v, %v; redis %v, %v", i, a, errA, b, errB)
+				}
+			}
+		}
+		st := compareInspect(ctx, t, mem, red, key, ttl, len(ops))
+
+		// Nothing but the lock (while held) and the sentinel is on the server, and the sentinel
+		// is untouched.
+		if v, err := rdb.Get(ctx, sentinelKey).Result(); err != nil || v != "intact" {
+			t.Fatalf("sentinel key after the sequence: %q, %v; want \"intact\"", v, err)
+		}
+		keys := m.Keys()
+		want := 1
+		if st.Locked {
+			want = 2
+		}
+		if len(keys) != want {
+			t.Fatalf("keys on the server after the sequence: %q; want the sentinel and, if locked, %q", keys, key)
+		}
+		if st.Locked {
+			fields, err := rdb.HGetAll(ctx, key).Result()
+			if err != nil || len(fields) != 1 {
+				t.Fatalf("lock hash %q = %q, %v; want exactly one owner", key, fields, err)
+			}
+		}
+	})
+}
+
+// compareInspect checks that both backends report the same state of key, and returns it.
+func compareInspect(ctx context.Context, t *testing.T, mem, red locker.Locker, key string, ttl time.Duration, op int) locker.State {
+	t.Helper()
+	a, errA := mem.Inspect(ctx, key)
+	b, errB := red.Inspect(ctx, key)
+	if errA != nil || errB != nil {
+		t.Fatalf("op %d Inspect: memory %v, redis %v", op, errA, errB)
+	}
+	if a.Locked != b.Locked || a.Holds != b.Holds {
+		t.Fatalf("op %d Inspect: memory %+v, redis %+v", op, a, b)
+	}
+	if a.Locked && (a.TTL <= 0 || b.TTL <= 0 || a.TTL > ttl+time.Millisecond || b.TTL > ttl+time.Millisecond) {
+		t.Fatalf("op %d Inspect: memory TTL %v, redis TTL %v, want both in (0, %v]", op, a.TTL, b.TTL, ttl)
+	}
+	return a
+}
+
+func notHeld(err error) bool { return errors.Is(err, locker.ErrNotHeld) }

@@ -1,0 +1,192 @@
+package locker_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/memory"
+)
+
+// counting is a backend that counts every call made to it.
+type counting struct {
+	locker.Locker
+	calls atomic.Int64
+}
+
+func (c *counting) Acquire(ctx context.Context, key, owner string, ttl time.Duration) (locker.Acquisition, error) {
+	c.calls.Add(1)
+	return c.Locker.Acquire(ctx, key, owner, ttl)
+}
+
+func (c *counting) Release(ctx context.Context, key, owner string) (int, error) {
+	c.calls.Add(1)
+	return c.Locker.Release(ctx, key, owner)
+}
+
+func (c *counting) Renew(ctx context.Context, batch []locker.Renewal) []error {
+	c.calls.Add(1)
+	return c.Locker.Renew(ctx, batch)
+}
+
+func (c *counting) Inspect(ctx context.Context, key string) (locker.State, error) {
+	c.calls.Add(1)
+	return c.Locker.Inspect(ctx, key)
+}
+
+func (c *counting) ForceRelease(ctx context.Context, key string) (bool, error) {
+	c.calls.Add(1)
+	return c.Locker.ForceRelease(ctx, key)
+}
+
+func (c *counting) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	c.calls.Add(1)
+	return c.Locker.Subscribe(ctx, key)
+}
+
+// lockReenterUnlock locks key, re-enters it through the lease's context, and unlocks both.
+func lockReenterUnlock(ctx context.Context, c *locker.Client, key string, opts ...locker.Option) error {
+	outer, err := c.Lock(ctx, key, opts...)
+	if err != nil {
+		return err
+	}
+	inner, err := c.Lock(outer.Context(), key, opts...)
+	if err != nil {
+		return errors.Join(err, outer.Unlock())
+	}
+	if inner.Holds() != 2 {
+		return errors.Join(errors.New("re-entry did not report 2 holds"), inner.Unlock(), outer.Unlock())
+	}
+	return errors.Join(inner.Unlock(), outer.Unlock())
+}
+
+// Every bad or unusual input of the public API gives the documented outcome, panics nowhere and
+// leaves nothing behind; an invalid one never reaches the backend.
+func TestBadInput(t *testing.T) {
+	const year = 365 * 24 * time.Hour
+	var nilCtx context.Context
+	bg := context.Background()
+	cancelled, cancel := context.WithCancel(bg)
+	cancel()
+
+	type row struct {
+		name    string
+		keys    []string // the keys the row touches, free afterwards
+		want    error    // nil: the call works
+		invalid bool     // the backend must not be called at all
+		run     func(t *testing.T, c *locker.Client, b *counting) error
+	}
+	lockKey := func(key string, opts ...locker.Option) func(*testing.T, *locker.Client, *counting) error {
+		return func(_ *testing.T, c *locker.Client, _ *counting) error {
+			return lockReenterUnlock(bg, c, key, opts...)
+		}
+	}
+	maxKey := strings.Repeat("k", locker.MaxKeyLen)
+	longKey := maxKey + "k"
+	hugeKey := strings.Repeat("\x00", 1<<20)
+	rows := []row{
+		{name: "empty key", keys: []string{""}, want: locker.ErrInvalid, invalid: true, run: lockKey("")},
+		{name: "MaxKeyLen key", keys: []string{maxKey}, run: lockKey(maxKey)},
+		{name: "MaxKeyLen+1 key", keys: []string{longKey}, want: locker.ErrInvalid, invalid: true, run: lockKey(longKey)},
+		{name: "1MiB key", keys: []string{hugeKey}, want: locker.ErrInvalid, invalid: true, run: lockKey(hugeKey)},
+		{name: "key with NUL", keys: []string{"a\x00b"}, run: lockKey("a\x00b")},
+		{name: "NUL key", keys: []string{"\x00"}, run: lockKey("\x00")},
+		{name: "invalid UTF-8 key", keys: []string{"\xff\xfe\xc3("}, run: lockKey("\xff\xfe\xc3(")},
+		{name: "open brace", keys: []string{"{"}, run: lockKey("{")},
+		{name: "close brace", keys: []string{"}"}, run: lockKey("}")},
+		{name: "empty tag", keys: []string{"{}"}, run: lockKey("{}")},
+		{name: "tag", keys: []string{"{tag}"}, run: lockKey("{tag}")},
+		{name: "tagged key", keys: []string{"a{tag}b"}, run: lockKey("a{tag}b")},
+		{name: "TTL 0", keys: []string{"k"}, want: locker.ErrInvalid, invalid: true, run: lockKey("k", locker.WithTTL(0))},
+		{name: "negative TTL", keys: []string{"k"}, want: locker.ErrInvalid, invalid: true, run: lockKey("k", locker.WithTTL(-time.Second))},
+		{name: "TTL 999µs", keys: []string{"k"}, want: locker.ErrInvalid, invalid: true, run: lockKey("k", locker.WithTTL(999*time.Microsecond))},
+		{name: "TTL 1ms", keys: []string{"k"}, run: lockKey("k", locker.WithTTL(time.Millisecond))},
+		{name: "TTL 100 years", keys: []string{"k"}, run: func(t *testing.T, c *locker.Client, _ *counting) error {
+			l, err := c.Lock(bg, "k", locker.WithTTL(100*year))
+			if err != nil {
+				return err
+			}
+			st, err := c.Inspect(bg, "k")
+			if err != nil || !st.Locked || st.TTL <= 99*year {
+				t.Errorf("Inspect = %+v, %v; want locked with a TTL over 99 years", st, err)
+			}
+			return l.Unlock()
+		}},
+		{name: "nil ctx", keys: []string{"k"}, want: locker.ErrInvalid, invalid: true, run: func(_ *testing.T, c *locker.Client, _ *counting) error {
+			_, err := c.Lock(nilCtx, "k")
+			return err
+		}},
+		{name: "cancelled ctx", keys: []string{"k"}, want: context.Canceled, invalid: true, run: func(_ *testing.T, c *locker.Client, _ *counting) error {
+			_, err := c.Lock(cancelled, "k")
+			return err
+		}},
+		{name: "Unlock twice", keys: []string{"k"}, want: locker.ErrNotHeld, run: func(t *testing.T, c *locker.Client, b *counting) error {
+			l, err := c.Lock(bg, "k")
+			if err != nil {
+				return err
+			}
+			if err := l.Unlock(); err != nil {
+				return err
+			}
+			before := b.calls.Load()
+			err = l.Unlock()
+			if n := b.calls.Load() - before; n != 0 {
+				t.Errorf("the second Unlock made %d backend calls, want 0", n)
+			}
+			return err
+		}},
+		{name: "Unlock after ForceUnlock", keys: []string{"k"}, want: locker.ErrNotHeld, run: func(t *testing.T, c *locker.Client, _ *counting) error {
+			l, err := c.Lock(bg, "k")
+			if err != nil {
+				return err
+			}
+			if removed, err := c.ForceUnlock(bg, "k"); err != nil || !removed {
+				t.Errorf("ForceUnlock = %v, %v; want true, nil", removed, err)
+			}
+			if cause := context.Cause(l.Context()); !errors.Is(cause, locker.ErrLockLost) {
+				t.Errorf("lease cause after ForceUnlock = %v, want ErrLockLost", cause)
+			}
+			return l.Unlock()
+		}},
+		{name: "Lock after Close", keys: []string{"k"}, want: locker.ErrClosed, invalid: true, run: func(_ *testing.T, c *locker.Client, _ *counting) error {
+			c.Close()
+			_, err := c.Lock(bg, "k")
+			return err
+		}},
+		{name: "empty owner", keys: []string{"k"}, want: locker.ErrInvalid, invalid: true, run: lockKey("k", locker.WithOwner(""))},
+		{name: "MaxOwnerLen+1 owner", keys: []string{"k"}, want: locker.ErrInvalid, invalid: true,
+			run: lockKey("k", locker.WithOwner(strings.Repeat("o", locker.MaxOwnerLen+1)))},
+		{name: "MaxOwnerLen owner", keys: []string{"k"}, run: lockKey("k", locker.WithOwner(strings.Repeat("o", locker.MaxOwnerLen)))},
+		{name: "binary owner", keys: []string{"k"}, run: lockKey("k", locker.WithOwner("\x00\xff"))},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := memory.New()
+				b := &counting{Locker: mem}
+				c := locker.New(b)
+				defer c.Close()
+				err := r.run(t, c, b)
+				switch {
+				case r.want == nil && err != nil:
+					t.Fatalf("got %v, want success", err)
+				case r.want != nil && !errors.Is(err, r.want):
+					t.Fatalf("got %v, want an error wrapping %v", err, r.want)
+				}
+				if n := b.calls.Load(); r.invalid && n != 0 {
+					t.Errorf("%d backend calls for an invalid call, want 0", n)
+				}
+				for _, key := range r.keys {
+					if st, err := mem.Inspect(bg, key); err != nil || st != (locker.State{}) {
+						t.Errorf("key %.20q left as %+v, %v; want free", key, st, err)
+					}
+				}
+			})
+		})
+	}
+}
