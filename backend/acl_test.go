@@ -1,0 +1,264 @@
+// Tests of the Redis backends on servers that authenticate their clients: one with a password
+// (requirepass), and one with an ACL user restricted to a key prefix, the notice channels of its
+// keys and the commands that the drivers and the scripts send (the ACL that the README's Security
+// section documents).
+package backend_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	redigo "github.com/gomodule/redigo/redis"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/goredis"
+	redigolocker "github.com/hashlock/locker/backend/redigo"
+	rueidislocker "github.com/hashlock/locker/backend/rueidis"
+	"github.com/hashlock/locker/internal/redistest"
+)
+
+// An authDriver makes a backend of one Redis driver that authenticates as user with pass (an
+// empty user: the default user, as with requirepass). A driver that connects eagerly (rueidis)
+// reports a refused authentication as an error here; the others report it on first use.
+type authDriver struct {
+	name string
+	new  func(t *testing.T, addr, user, pass string) (locker.Locker, error)
+}
+
+var authDrivers = []authDriver{
+	{"goredis", func(t *testing.T, addr, user, pass string) (locker.Locker, error) {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, Username: user, Password: pass, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { rdb.Close() })
+		return goredis.New(rdb), nil
+	}},
+	{"rueidis", func(t *testing.T, addr, user, pass string) (locker.Locker, error) {
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, Username: user, Password: pass})
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(c.Close)
+		return rueidislocker.New(c), nil
+	}},
+	{"redigo", func(t *testing.T, addr, user, pass string) (locker.Locker, error) {
+		pool := &redigo.Pool{
+			MaxIdle: 8,
+			DialContext: func(ctx context.Context) (redigo.Conn, error) {
+				return redigo.DialContext(ctx, "tcp", addr, redigo.DialUsername(user), redigo.DialPassword(pass))
+			},
+		}
+		t.Cleanup(func() { pool.Close() })
+		return redigolocker.New(pool), nil
+	}},
+}
+
+// lockerACL is the ACL of the restricted user, as ACL SETUSER arguments after the user name: the
+// README's Security section documents it for the prefix "app:". Each entry is needed: without it
+// a step below fails or the server logs a refusal.
+var lockerACL = []string{
+	"on", ">lockpw", "resetkeys", "resetchannels",
+	"~app:*",
+	// redislock.Channel: "{app:x}:locker:released", or "app:{t}:locker:released" for a key
+	// with a hash tag.
+	"&{app:*}:locker:released", "&app:*:locker:released",
+	"-@all",
+	// The scripts, with the EVAL and SCRIPT LOAD fallbacks, and the commands they call.
+	"+evalsha", "+eval", "+script|load",
+	"+exists", "+hexists", "+hincrby", "+pexpire", "+pttl", "+hvals", "+del", "+spublish",
+	// Notices; go-redis pings an idle subscription, rueidis pings its connections.
+	"+ssubscribe", "+ping",
+	// rueidis: client-side caching (unless DisableCache) and its cluster probe of the address
+	// (unless ForceSingleClient).
+	"+client|tracking", "+cluster|slots",
+}
+
+// With requirepass, every driver given the password locks, re-enters, refuses other owners,
+// unlocks and wakes waiters by release notices (its subscriptions authenticate too); given a
+// wrong password, it fails at once.
+func TestRequirePass(t *testing.T) {
+	srv := redistest.StartServer(t)
+	// Set at run time: redistest probes a starting server with PING, unauthenticated.
+	srv.Do(t, "CONFIG", "SET", "requirepass", "adminpw")
+	if _, err := redistest.Do(srv.Addr, redistest.DefaultTimeout, "PING"); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+		t.Fatalf("PING without a password: %v, want NOAUTH", err)
+	}
+	for _, d := range authDrivers {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			newBackend := func() locker.Locker {
+				b, err := d.new(t, srv.Addr, "", "adminpw")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			}
+			exercise(t, newBackend, "auth:"+d.name, 0)
+
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			b, err := d.new(t, srv.Addr, "", "wrongpw")
+			if err == nil {
+				c := locker.New(b)
+				defer c.Close()
+				_, err = c.Lock(ctx, "auth:wrong:"+d.name)
+			}
+			if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "WRONGPASS") {
+				t.Fatalf("Lock with a wrong password: %v (context: %v), want a WRONGPASS error before the deadline", err, ctx.Err())
+			}
+		})
+	}
+}
+
+// A user restricted by lockerACL can do everything on keys under its prefix, with and without a
+// hash tag, also after the server lost its script cache; a key outside the prefix is refused
+// with NOPERM. Nothing else any driver sends is refused: the server's ACL log has no other entry.
+func TestRestrictedACLUser(t *testing.T) {
+	srv := redistest.StartServer(t)
+	srv.Do(t, append([]string{"ACL", "SETUSER", "locker"}, lockerACL...)...)
+	srv.Do(t, "ACL", "LOG", "RESET")
+	for _, d := range authDrivers {
+		t.Run(d.name, func(t *testing.T) {
+			newBackend := func() locker.Locker {
+				b, err := d.new(t, srv.Addr, "locker", "lockpw")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			}
+			flush := func() { srv.Do(t, "SCRIPT", "FLUSH") }
+			// go-redis pings an idle subscription every 3s: its waiter idles for longer.
+			idle := time.Duration(0)
+			if d.name == "goredis" {
+				idle = 3500 * time.Millisecond
+			}
+			exercise(t, newBackend, "app:"+d.name, idle, flush)
+			exercise(t, newBackend, "app:{"+d.name+"}:tagged", 0, flush)
+
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			c := locker.New(newBackend())
+			defer c.Close()
+			_, err := c.Lock(ctx, "other:"+d.name)
+			if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "NOPERM") {
+				t.Fatalf("Lock outside the prefix: %v (context: %v), want a NOPERM error before the deadline", err, ctx.Err())
+			}
+		})
+	}
+	for _, e := range aclLog(t, srv) {
+		if e["username"] == "locker" && e["reason"] == "key" && strings.HasPrefix(e["object"], "other:") {
+			continue
+		}
+		t.Errorf("ACL log: %v", e)
+	}
+}
+
+// exercise runs the lock's life on key with backends of newBackend: lock, re-enter, inspect,
+// another owner refused, renew, unlock twice, force-unlock, and a waiter woken by a release
+// notice after idling for idle. Each flush, if any, runs before the steps so that each script
+// runs first after the server lost its script cache.
+func exercise(t *testing.T, newBackend func() locker.Locker, key string, idle time.Duration, flush ...func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	flushed := func() {
+		for _, f := range flush {
+			f()
+		}
+	}
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s %s: %v", what, key, err)
+		}
+	}
+	b := newBackend()
+	c := locker.New(b, locker.WithTTL(30*time.Second))
+	defer c.Close()
+	other := locker.New(b)
+	defer other.Close()
+
+	flushed()
+	outer, err := c.Lock(ctx, key)
+	must("lock", err)
+	inner, err := c.Lock(outer.Context(), key)
+	must("re-enter", err)
+	flushed()
+	st, err := c.Inspect(ctx, key)
+	must("inspect", errors.Join(err, errIf(st.Holds != 2, fmt.Sprintf("%d holds, want 2", st.Holds))))
+	if _, err := other.TryLock(ctx, key); !errors.Is(err, locker.ErrNotObtained) {
+		t.Fatalf("TryLock %s by another owner: %v, want ErrNotObtained", key, err)
+	}
+	must("unlock", inner.Unlock())
+	must("unlock", outer.Unlock())
+
+	// Renewal batches, also after the script cache was lost, and a forced release.
+	a, err := b.Acquire(ctx, key, "renewer", time.Minute)
+	must("acquire", errors.Join(err, errIf(err == nil && !a.Acquired(), "refused")))
+	flushed()
+	for _, err := range b.Renew(ctx, []locker.Renewal{{Key: key, Owner: "renewer", TTL: time.Minute}}) {
+		must("renew", err)
+	}
+	flushed()
+	removed, err := c.ForceUnlock(ctx, key)
+	must("force-unlock", errors.Join(err, errIf(!removed, "nothing removed")))
+
+	// A waiter, on a backend (and so subscriptions) of its own, woken by the release notice:
+	// its retry is an hour away and the holder's lease 30s.
+	held, err := c.Lock(ctx, key)
+	must("lock", err)
+	w := &refusals{Locker: newBackend(), seen: make(chan struct{}, 8)}
+	wc := locker.New(w)
+	defer wc.Close()
+	got := make(chan error, 1)
+	go func() {
+		l, err := wc.Lock(ctx, key, locker.WithRetry(locker.LinearBackoff(time.Hour)))
+		if err == nil {
+			err = l.Unlock()
+		}
+		got <- err
+	}()
+	for range 2 { // refused before subscribing, and after: now it waits
+		select {
+		case <-w.seen:
+		case err := <-got:
+			t.Fatalf("the waiter on %s stopped before waiting: %v", key, err)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the waiter on %s did not wait within 5s", key)
+		}
+	}
+	time.Sleep(idle)
+	flushed()
+	released := time.Now()
+	must("unlock", held.Unlock())
+	select {
+	case err := <-got:
+		must("waiter's lock", err)
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the waiter on %s was not woken by the release notice", key)
+	}
+	if d := time.Since(released); d > 2*time.Second {
+		t.Fatalf("the waiter on %s took %v after the release", key, d)
+	}
+}
+
+// aclLog returns the server's ACL log entries, each as its string fields.
+func aclLog(t *testing.T, srv *redistest.Server) []map[string]string {
+	t.Helper()
+	entries, _ := srv.Do(t, "ACL", "LOG").([]any)
+	var out []map[string]string
+	for _, e := range entries {
+		fields, _ := e.([]any)
+		m := map[string]string{}
+		for i := 0; i+1 < len(fields); i += 2 {
+			k, _ := fields[i].(string)
+			m[k] = fmt.Sprint(fields[i+1])
+		}
+		out = append(out, m)
+	}
+	return out
+}
