@@ -4,50 +4,14 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/memory"
+	"github.com/hashlock/locker/bench"
 )
-
-// counting is a backend that counts every call made to it.
-type counting struct {
-	locker.Locker
-	calls atomic.Int64
-}
-
-func (c *counting) Acquire(ctx context.Context, key, owner string, ttl time.Duration) (locker.Acquisition, error) {
-	c.calls.Add(1)
-	return c.Locker.Acquire(ctx, key, owner, ttl)
-}
-
-func (c *counting) Release(ctx context.Context, key, owner string) (int, error) {
-	c.calls.Add(1)
-	return c.Locker.Release(ctx, key, owner)
-}
-
-func (c *counting) Renew(ctx context.Context, batch []locker.Renewal) []error {
-	c.calls.Add(1)
-	return c.Locker.Renew(ctx, batch)
-}
-
-func (c *counting) Inspect(ctx context.Context, key string) (locker.State, error) {
-	c.calls.Add(1)
-	return c.Locker.Inspect(ctx, key)
-}
-
-func (c *counting) ForceRelease(ctx context.Context, key string) (bool, error) {
-	c.calls.Add(1)
-	return c.Locker.ForceRelease(ctx, key)
-}
-
-func (c *counting) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	c.calls.Add(1)
-	return c.Locker.Subscribe(ctx, key)
-}
 
 // lockReenterUnlock locks key, re-enters it through the lease's context, and unlocks both.
 func lockReenterUnlock(ctx context.Context, c *locker.Client, key string, opts ...locker.Option) error {
@@ -79,10 +43,10 @@ func TestBadInput(t *testing.T) {
 		keys    []string // the keys the row touches, free afterwards
 		want    error    // nil: the call works
 		invalid bool     // the backend must not be called at all
-		run     func(t *testing.T, c *locker.Client, b *counting) error
+		run     func(t *testing.T, c *locker.Client, b *bench.Counter) error
 	}
-	lockKey := func(key string, opts ...locker.Option) func(*testing.T, *locker.Client, *counting) error {
-		return func(_ *testing.T, c *locker.Client, _ *counting) error {
+	lockKey := func(key string, opts ...locker.Option) func(*testing.T, *locker.Client, *bench.Counter) error {
+		return func(_ *testing.T, c *locker.Client, _ *bench.Counter) error {
 			return lockReenterUnlock(bg, c, key, opts...)
 		}
 	}
@@ -106,7 +70,7 @@ func TestBadInput(t *testing.T) {
 		{name: "negative TTL", keys: []string{"k"}, want: locker.ErrInvalid, invalid: true, run: lockKey("k", locker.WithTTL(-time.Second))},
 		{name: "TTL 999µs", keys: []string{"k"}, want: locker.ErrInvalid, invalid: true, run: lockKey("k", locker.WithTTL(999*time.Microsecond))},
 		{name: "TTL 1ms", keys: []string{"k"}, run: lockKey("k", locker.WithTTL(time.Millisecond))},
-		{name: "TTL 100 years", keys: []string{"k"}, run: func(t *testing.T, c *locker.Client, _ *counting) error {
+		{name: "TTL 100 years", keys: []string{"k"}, run: func(t *testing.T, c *locker.Client, _ *bench.Counter) error {
 			l, err := c.Lock(bg, "k", locker.WithTTL(100*year))
 			if err != nil {
 				return err
@@ -117,15 +81,15 @@ func TestBadInput(t *testing.T) {
 			}
 			return l.Unlock()
 		}},
-		{name: "nil ctx", keys: []string{"k"}, want: locker.ErrInvalid, invalid: true, run: func(_ *testing.T, c *locker.Client, _ *counting) error {
+		{name: "nil ctx", keys: []string{"k"}, want: locker.ErrInvalid, invalid: true, run: func(_ *testing.T, c *locker.Client, _ *bench.Counter) error {
 			_, err := c.Lock(nilCtx, "k")
 			return err
 		}},
-		{name: "cancelled ctx", keys: []string{"k"}, want: context.Canceled, invalid: true, run: func(_ *testing.T, c *locker.Client, _ *counting) error {
+		{name: "cancelled ctx", keys: []string{"k"}, want: context.Canceled, invalid: true, run: func(_ *testing.T, c *locker.Client, _ *bench.Counter) error {
 			_, err := c.Lock(cancelled, "k")
 			return err
 		}},
-		{name: "Unlock twice", keys: []string{"k"}, want: locker.ErrNotHeld, run: func(t *testing.T, c *locker.Client, b *counting) error {
+		{name: "Unlock twice", keys: []string{"k"}, want: locker.ErrNotHeld, run: func(t *testing.T, c *locker.Client, b *bench.Counter) error {
 			l, err := c.Lock(bg, "k")
 			if err != nil {
 				return err
@@ -133,14 +97,14 @@ func TestBadInput(t *testing.T) {
 			if err := l.Unlock(); err != nil {
 				return err
 			}
-			before := b.calls.Load()
+			before := b.Calls().RoundTrips()
 			err = l.Unlock()
-			if n := b.calls.Load() - before; n != 0 {
+			if n := b.Calls().RoundTrips() - before; n != 0 {
 				t.Errorf("the second Unlock made %d backend calls, want 0", n)
 			}
 			return err
 		}},
-		{name: "Unlock after ForceUnlock", keys: []string{"k"}, want: locker.ErrNotHeld, run: func(t *testing.T, c *locker.Client, _ *counting) error {
+		{name: "Unlock after ForceUnlock", keys: []string{"k"}, want: locker.ErrNotHeld, run: func(t *testing.T, c *locker.Client, _ *bench.Counter) error {
 			l, err := c.Lock(bg, "k")
 			if err != nil {
 				return err
@@ -153,7 +117,7 @@ func TestBadInput(t *testing.T) {
 			}
 			return l.Unlock()
 		}},
-		{name: "Lock after Close", keys: []string{"k"}, want: locker.ErrClosed, invalid: true, run: func(_ *testing.T, c *locker.Client, _ *counting) error {
+		{name: "Lock after Close", keys: []string{"k"}, want: locker.ErrClosed, invalid: true, run: func(_ *testing.T, c *locker.Client, _ *bench.Counter) error {
 			c.Close()
 			_, err := c.Lock(bg, "k")
 			return err
@@ -168,7 +132,7 @@ func TestBadInput(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				mem := memory.New()
-				b := &counting{Locker: mem}
+				b := bench.Count(mem)
 				c := locker.New(b)
 				defer c.Close()
 				err := r.run(t, c, b)
@@ -178,7 +142,7 @@ func TestBadInput(t *testing.T) {
 				case r.want != nil && !errors.Is(err, r.want):
 					t.Fatalf("got %v, want an error wrapping %v", err, r.want)
 				}
-				if n := b.calls.Load(); r.invalid && n != 0 {
+				if n := b.Calls().RoundTrips(); r.invalid && n != 0 {
 					t.Errorf("%d backend calls for an invalid call, want 0", n)
 				}
 				for _, key := range r.keys {

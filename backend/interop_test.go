@@ -12,14 +12,7 @@ import (
 	"testing"
 	"time"
 
-	redigo "github.com/gomodule/redigo/redis"
-	"github.com/redis/go-redis/v9"
-	"github.com/redis/rueidis"
-
 	"github.com/hashlock/locker"
-	"github.com/hashlock/locker/backend/goredis"
-	redigolocker "github.com/hashlock/locker/backend/redigo"
-	rueidislocker "github.com/hashlock/locker/backend/rueidis"
 	"github.com/hashlock/locker/internal/redislock"
 	"github.com/hashlock/locker/internal/redistest"
 )
@@ -30,31 +23,20 @@ type driver struct {
 	new  func(t *testing.T, addr string) locker.Locker
 }
 
-var drivers = []driver{
-	{"goredis", func(t *testing.T, addr string) locker.Locker {
-		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-		t.Cleanup(func() { rdb.Close() })
-		return goredis.New(rdb)
-	}},
-	{"rueidis", func(t *testing.T, addr string) locker.Locker {
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return rueidislocker.New(c)
-	}},
-	{"redigo", func(t *testing.T, addr string) locker.Locker {
-		pool := &redigo.Pool{
-			MaxIdle: 8,
-			DialContext: func(ctx context.Context) (redigo.Conn, error) {
-				return redigo.DialContext(ctx, "tcp", addr)
-			},
-		}
-		t.Cleanup(func() { pool.Close() })
-		return redigolocker.New(pool)
-	}},
-}
+// drivers are the authDrivers (acl_test.go) on a server without authentication.
+var drivers = func() []driver {
+	var ds []driver
+	for _, ad := range authDrivers {
+		ds = append(ds, driver{ad.name, func(t *testing.T, addr string) locker.Locker {
+			l, err := ad.new(t, addr, "", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return l
+		}})
+	}
+	return ds
+}()
 
 // Workers of every driver, two Clients each, take turns on one key guarding a counter that only
 // the lock protects.
