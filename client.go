@@ -2,6 +2,7 @@ package locker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -17,6 +18,7 @@ type Client struct {
 	cfg     config
 	ctx     context.Context // ends at Close: bounds the watchdog's calls and wakes waiting Locks
 	stopCtx context.CancelFunc
+	ids     idSource // request IDs for Acquire and Release
 
 	mu     sync.Mutex
 	closed bool
@@ -45,6 +47,7 @@ func New(backend Locker, opts ...Option) *Client {
 		stopCtx: stop,
 		held:    make(map[holdID]*hold),
 		turns:   make(map[string]*turn),
+		ids:     newIDSource(),
 	}
 }
 
@@ -54,17 +57,26 @@ func New(backend Locker, opts ...Option) *Client {
 // while another owner holds the lock it waits for a release notice, or for the shorter of the
 // holder's remaining lease and the retry strategy's next wait, and tries again.
 //
+// A backend that is unavailable (ErrUnavailable: connection refused or broken, a server restarting
+// or failing over) does not end the wait: Lock tries again, sending the same request ID so that
+// an acquire whose reply was lost is not applied twice, at most 200ms apart, for as long as the
+// retry strategy and ctx allow.
+//
 // It returns an error wrapping ErrNotObtained (a *NotObtainedError) when the retry strategy gives
 // up, or when ctx ends while waiting (then the error also wraps ctx.Err()); ErrInvalid for an
 // empty or too long key, a nil ctx or an invalid option; ErrClosed after Close; and the
-// backend's error, wrapped, when the backend fails.
+// backend's error, wrapped, when the backend fails otherwise, or is still unavailable when the
+// strategy gives up. Whenever Lock returns an error after an acquire whose outcome it does not
+// know (ctx ended during the call, or the backend failed), it takes that acquire back in the
+// background (see ReleaseRequest.Undo), so no hold is left behind for a whole TTL.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
 	return c.obtain(ctx, key, opts, true)
 }
 
 // TryLock makes one attempt to obtain (or re-enter) the lock on key, as Lock does, but does not
 // wait: when another owner holds the lock it returns a *NotObtainedError, which wraps
-// ErrNotObtained and reports the holder's remaining lease.
+// ErrNotObtained and reports the holder's remaining lease. When the backend fails, TryLock
+// returns its error at once (and takes back the acquire, as Lock does).
 func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
 	return c.obtain(ctx, key, opts, false)
 }
@@ -153,6 +165,13 @@ type request struct {
 	fresh            bool   // owner is a new random token (not re-entry, not WithOwner)
 	carrier          *Lease // the lease whose context carried the owner, for a nested re-entry
 	turn             *turn  // the local turn this call holds, handed to its Lease
+
+	// The current acquire request: its ID, when it was first sent, the hold's seq then (see
+	// opStart), and whether its outcome is unknown (sent, but no answer came back).
+	id      string
+	idSent  time.Time
+	idSeq   uint64
+	pending bool
 }
 
 // obtain is Lock (wait == true) and TryLock.
@@ -161,7 +180,7 @@ type request struct {
 // them waits or holds the lock through this Client, the others wait for their turn without a
 // round trip, so a releaser that locks again at once cannot overtake them, and only one of them
 // polls or listens on the backend.
-func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait bool) (*Lease, error) {
+func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait bool) (_ *Lease, err error) {
 	cfg := c.cfg.with(opts)
 	full, err := c.check(ctx, key, cfg)
 	if err != nil {
@@ -178,6 +197,11 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait boo
 	}
 	_, mayRetry := cfg.retry.Backoff(0)
 	queue := wait && r.fresh && mayRetry // a Lock that never retries behaves as TryLock
+	defer func() {
+		if err != nil {
+			c.abandon(r)
+		}
+	}()
 
 	var t *turn
 	if queue {
@@ -186,6 +210,9 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait boo
 	var refused *NotObtainedError
 	if t == nil {
 		l, ref, err := c.attempt(ctx, r)
+		if wait && mayRetry && errors.Is(err, ErrUnavailable) {
+			ref, err = &NotObtainedError{Key: r.key, Err: err}, nil // wait and try again
+		}
 		if l != nil || err != nil {
 			return l, err
 		}
@@ -213,25 +240,53 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait boo
 	return l, err
 }
 
-// attempt makes one Acquire: it returns the Lease when granted, or the refusal.
+// attempt makes one Acquire: it returns the Lease when granted, or the refusal. An acquire whose
+// outcome is unknown is sent again with the same ID (within half the RequestWindow), so that it
+// takes effect once; its lease counts from the first send.
 func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedError, error) {
-	var seq uint64
-	if !r.fresh {
-		seq = c.opStart(r.full, r.owner)
+	if r.pending && time.Since(r.idSent) > RequestWindow/2 {
+		c.abandon(r)
 	}
-	sent := time.Now()
-	res, err := c.backend.Acquire(ctx, r.full, r.owner, r.cfg.ttl)
+	if !r.pending {
+		r.id, r.idSent = c.ids.next(), time.Now()
+		if !r.fresh {
+			r.idSeq = c.opStart(r.full, r.owner)
+		}
+	}
+	res, err := c.backend.Acquire(ctx, AcquireRequest{Key: r.full, Owner: r.owner, TTL: r.cfg.ttl, ID: r.id, Fence: r.cfg.fence})
 	if err != nil {
+		r.pending = !errors.Is(err, ErrInvalid)
 		if ctx.Err() != nil {
 			return nil, nil, &NotObtainedError{Key: r.key, Err: ctx.Err()}
 		}
 		return nil, nil, fmt.Errorf("locker: lock %q: %w", r.key, err)
 	}
+	r.pending = false
 	if !res.Acquired() {
 		return nil, &NotObtainedError{Key: r.key, TTL: res.TTL}, nil
 	}
-	l, err := c.register(ctx, r, res.Holds, seq, sent)
+	l, err := c.register(ctx, r, res, r.idSeq, r.idSent)
 	return l, nil, err
+}
+
+// abandon takes back r's acquire whose outcome is unknown, in the background (the caller is
+// leaving, perhaps because its ctx ended): if it took effect, its hold is released and waiters
+// are woken; if it has not reached the backend yet, it never will take effect.
+func (c *Client) abandon(r *request) {
+	if !r.pending {
+		return
+	}
+	r.pending = false
+	go c.undo(r.full, r.owner, r.id)
+}
+
+// undoTimeout bounds a background take-back of an acquire.
+const undoTimeout = 5 * time.Second
+
+func (c *Client) undo(full, owner, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
+	defer cancel()
+	_, _ = c.backend.Release(ctx, ReleaseRequest{Key: full, Owner: owner, ID: id, Undo: true})
 }
 
 // contend tries until the lock is granted, the retry strategy gives up, ctx ends or the Client
@@ -247,16 +302,27 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 	for {
 		if refused == nil {
 			l, ref, err := c.attempt(ctx, r)
+			if errors.Is(err, ErrUnavailable) {
+				ref, err = &NotObtainedError{Key: r.key, Err: err}, nil
+			}
 			if l != nil || err != nil {
 				return l, err
 			}
 			refused = ref
 		}
+		// A refusal with Err set stands for an unavailable backend: Err is its error.
+		unavailable := refused.Err
 		backoff, ok := r.cfg.retry.Backoff(retries)
 		if !ok {
+			if unavailable != nil {
+				return nil, unavailable
+			}
 			return nil, refused
 		}
-		if !listened {
+		if unavailable != nil {
+			backoff = min(backoff, maxUnavailableWait)
+		}
+		if !listened && unavailable == nil {
 			// Subscribe only once refused, so an uncontended Lock costs one round trip, then try
 			// again at once: a release between the refusal and the subscription sent no notice
 			// to us. A backend without notices (or a failed subscription) leaves timers only.
@@ -271,6 +337,9 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 			if ctx.Err() != nil {
 				refused.Err = ctx.Err()
 				return nil, refused
+			}
+			if errors.Is(err, ErrUnavailable) {
+				listened = false // subscribe once the backend is back
 			}
 		}
 		retries++
@@ -287,6 +356,9 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 		case <-notices:
 		case <-timer.C:
 		case <-ctx.Done():
+			if unavailable != nil {
+				refused.TTL = 0
+			}
 			refused.Err = ctx.Err()
 			return nil, refused
 		case <-c.ctx.Done():
@@ -296,6 +368,10 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 	}
 }
 
+// maxUnavailableWait is the longest Lock waits before trying again after the backend was
+// unavailable, so that it gets the lock soon after the backend is back.
+const maxUnavailableWait = 200 * time.Millisecond
+
 // register records a granted hold: it makes the Lease and its context and hands the hold to the
 // watchdog. sent is when the Acquire was sent, seq what opStart returned before it.
 //
@@ -304,10 +380,10 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 // Acquire: those leases are lost. A nested re-entry through such a lease's context then fails
 // with ErrLockLost rather than pass off a fresh lock as a re-entry: the outer critical section
 // was not exclusive.
-func (c *Client) register(ctx context.Context, r *request, holds int, seq uint64, sent time.Time) (*Lease, error) {
-	key, full, owner, cfg := r.key, r.full, r.owner, r.cfg
+func (c *Client) register(ctx context.Context, r *request, res Acquisition, seq uint64, sent time.Time) (*Lease, error) {
+	key, full, owner, cfg, holds := r.key, r.full, r.owner, r.cfg, res.Holds
 	l := &Lease{
-		client: c, key: key, fullKey: full, owner: owner,
+		client: c, key: key, fullKey: full, owner: owner, token: res.Token,
 		holds: holds, ttl: cfg.ttl, renew: cfg.renew, outer: outerLease(ctx), turn: r.turn,
 	}
 	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(ctx, ownershipKey{}, l))
@@ -353,7 +429,7 @@ func (c *Client) giveBack(ctx context.Context, l *Lease, cause error) error {
 	l.end(cause)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
 	defer cancel()
-	_, _ = c.backend.Release(rctx, l.fullKey, l.owner)
+	_, _ = c.backend.Release(rctx, ReleaseRequest{Key: l.fullKey, Owner: l.owner, ID: c.ids.next()})
 	if cause == ErrLockLost {
 		return fmt.Errorf("locker: lock %q: re-entry found the outer hold gone from the backend: %w", l.key, cause)
 	}

@@ -2,6 +2,7 @@ package locker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ type Lease struct {
 	fullKey string // prefix + key, as the backend sees it
 	owner   string
 	holds   int
+	token   uint64 // the fencing token, when the Client fences
 	ttl     time.Duration
 	renew   bool
 	outer   *Lease // the lease whose context this one's was derived from, if any
@@ -44,6 +46,19 @@ func (l *Lease) Holds() int {
 		return 0
 	}
 	return l.holds
+}
+
+// Token returns the lock's fencing token when the lease was obtained with WithFencing, and 0
+// otherwise. Tokens of a key strictly increase with every new lock on it by any owner (through
+// any Client that fences); a re-entry returns the token of the hold it re-entered. Pass it with
+// every write made under the lock, and have the storage refuse a write whose token is lower than
+// the highest it has seen: a holder that lost the lock without noticing (a process pause longer
+// than the TTL) is then rejected. See the README's Safety section.
+func (l *Lease) Token() uint64 {
+	if l == nil {
+		return 0
+	}
+	return l.token
 }
 
 // Context returns the lease's context. It carries the values of the ctx passed to Lock and the
@@ -76,6 +91,9 @@ var notHeldContext = func() context.Context {
 // another owner can get the lock. It takes one round trip, bounded by the backend (see
 // Locker).
 //
+// A release whose reply was lost is sent again with the same request ID, so that it never
+// removes two holds: up to 3 attempts, 50ms and 100ms apart, while the backend is unavailable.
+//
 // A second Unlock of the same Lease returns an error wrapping ErrNotHeld without contacting the
 // backend. When the backend no longer had the hold (it expired or was forced away), Unlock
 // returns an error wrapping ErrNotHeld too: mutual exclusion may have been violated. Unlock
@@ -91,7 +109,7 @@ func (l *Lease) Unlock() error {
 	l.end(nil)
 	// The release keeps the values of the lease's context (tracing) but not its end; the
 	// backend bounds the call (the Redis backends by their I/O timeouts: 10s at most).
-	_, err := l.client.backend.Release(context.WithoutCancel(l.ctx), l.fullKey, l.owner)
+	err := l.client.release(context.WithoutCancel(l.ctx), l.fullKey, l.owner)
 	l.passTurn() // after the release: the next local waiter tries at once
 	if err != nil {
 		return fmt.Errorf("locker: unlock %q: %w", l.key, err)
@@ -115,5 +133,23 @@ func (l *Lease) end(cause error) {
 func (l *Lease) passTurn() {
 	if l.turn != nil && l.passed.CompareAndSwap(false, true) {
 		l.client.leaveTurn(l.fullKey, l.turn, true)
+	}
+}
+
+// releaseAttempts is how many times Unlock sends a release while the backend is unavailable.
+const releaseAttempts = 3
+
+// release removes one hold of owner on full, sending the request again with the same ID while
+// the backend is unavailable.
+func (c *Client) release(ctx context.Context, full, owner string) error {
+	req := ReleaseRequest{Key: full, Owner: owner, ID: c.ids.next()}
+	wait := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		_, err := c.backend.Release(ctx, req)
+		if err == nil || attempt == releaseAttempts || !errors.Is(err, ErrUnavailable) {
+			return err
+		}
+		time.Sleep(wait)
+		wait *= 2
 	}
 }

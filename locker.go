@@ -36,24 +36,34 @@ import (
 // before any call.
 //
 // Errors: an implementation returns ErrNotHeld (or an error wrapping it) where a method says so,
-// the ctx error when ctx ends first, and any other error for a failure whose outcome it cannot
-// know. It never blocks past ctx, and a call whose ctx has no deadline still ends (the Client's
+// the ctx error when ctx ends first, an error wrapping ErrUnavailable when the store could not
+// be reached or is briefly unable to answer (connection refused or broken, a server loading its
+// data or failing over), which the Client retries, and any other error for a failure it does not
+// expect to pass (a permission error, say). Only a call that ended with an error wrapping
+// neither ErrNotHeld nor ErrInvalid may have taken effect. It never blocks past ctx, and a call whose ctx has no deadline still ends (the Client's
 // Unlock passes one): a network backend bounds it with I/O timeouts of its own.
 //
 // The conformance package checks an implementation against this contract; a behaviour it does
 // not check is not guaranteed.
 type Locker interface {
-	// Acquire creates the lock for owner with a lease of ttl, or, when owner already holds it,
-	// adds one hold and resets the lease to ttl (re-entry). It reports the owner's hold count
-	// after the call (1 for a new lock). When another owner holds the key it changes nothing and
-	// reports Holds == 0 with that holder's remaining lease in TTL.
-	Acquire(ctx context.Context, key, owner string, ttl time.Duration) (Acquisition, error)
+	// Acquire creates the lock on req.Key for req.Owner with a lease of req.TTL, or, when the
+	// owner already holds it, adds one hold and resets the lease (re-entry). It reports the
+	// owner's hold count after the call (1 for a new lock). When another owner holds the key it
+	// changes nothing and reports Holds == 0 with that holder's remaining lease in TTL.
+	//
+	// With req.ID set, the call is idempotent (see AcquireRequest.ID); with req.Fence, a granted
+	// call also reports the lock's fencing token (see Acquisition.Token).
+	Acquire(ctx context.Context, req AcquireRequest) (Acquisition, error)
 
-	// Release removes one of owner's holds on key and reports how many remain. At zero the key is
-	// deleted and a release notice is sent to the key's subscribers. The lease is left as it is
-	// while holds remain. When owner holds no lock on key (it never did, it expired, or it was
-	// forced away) Release changes nothing and returns an error wrapping ErrNotHeld.
-	Release(ctx context.Context, key, owner string) (remaining int, err error)
+	// Release removes one of req.Owner's holds on req.Key and reports how many remain. At zero
+	// the key is deleted and a release notice is sent to the key's subscribers. The lease is
+	// left as it is while holds remain. When the owner holds no lock on the key (it never did,
+	// it expired, or it was forced away) Release changes nothing and returns an error wrapping
+	// ErrNotHeld.
+	//
+	// With req.ID set, the call is idempotent; with req.Undo, it takes back the hold of one
+	// earlier Acquire instead (see ReleaseRequest).
+	Release(ctx context.Context, req ReleaseRequest) (remaining int, err error)
 
 	// Renew resets the lease of every entry of batch whose owner still holds its key, in one
 	// round trip where the backend allows (a script over many keys, or a pipeline). It never
@@ -88,10 +98,61 @@ type Acquisition struct {
 	Holds int
 	// TTL is, when the lock was refused, the holder's remaining lease; 0 when unknown.
 	TTL time.Duration
+	// Token is the lock's fencing token when the request asked for one (Fence) and the lock was
+	// granted, 0 otherwise. Tokens of a key strictly increase with every new lock on it (Holds
+	// == 1) by any owner through any client that asks for them; a re-entry reports the token of
+	// the hold it re-enters. The counter behind them lives on the backend, next to the lock, and
+	// is as durable as the backend's data.
+	Token uint64
 }
 
 // Acquired reports whether the call obtained (or re-entered) the lock.
 func (a Acquisition) Acquired() bool { return a.Holds > 0 }
+
+// AcquireRequest is the argument of [Locker.Acquire].
+type AcquireRequest struct {
+	Key   string        // the lock's key, as the backend sees it (prefix included)
+	Owner string        // the owner token
+	TTL   time.Duration // the lease to set; backends round it up to whole milliseconds
+
+	// ID, when not empty, names this call so that it takes effect at most once: the backend
+	// remembers the outcome for RequestWindow, and a call with the same ID within that time (a
+	// driver or the Client sending it again because the reply was lost) changes nothing. It
+	// reports the first call's outcome while the hold that call added is still there, and a
+	// refusal with TTL 0 once that hold is gone or was taken back (see ReleaseRequest.Undo).
+	// IDs must be unique per key: the Client draws a random 96-bit prefix per Client and adds
+	// a counter. Default "": no idempotence.
+	ID string
+
+	// Fence asks for a fencing token in Acquisition.Token. On a Redis backend it costs one
+	// counter key per lock key, kept for ever (no round trip). Default false.
+	Fence bool
+}
+
+// ReleaseRequest is the argument of [Locker.Release].
+type ReleaseRequest struct {
+	Key   string // the lock's key, as the backend sees it (prefix included)
+	Owner string // the owner token
+
+	// ID, when not empty, names this call so that it takes effect at most once, as
+	// AcquireRequest.ID does: a release sent again (its reply was lost) never removes a second
+	// hold, and reports the first call's remaining count. Default "".
+	ID string
+
+	// Undo, when set, makes this a take-back: ID is then the ID of an earlier Acquire of Owner
+	// on Key whose outcome the caller does not know (its ctx ended, or the call failed), and the
+	// call removes the hold that Acquire added, if it took effect and was not taken back
+	// already; otherwise it returns an error wrapping ErrNotHeld. When that Acquire has not
+	// reached the backend yet, the backend remembers the take-back for RequestWindow, and the
+	// Acquire, arriving later, is refused. Default false.
+	Undo bool
+}
+
+// RequestWindow is how long a backend remembers a request ID (AcquireRequest.ID,
+// ReleaseRequest.ID): a call sent again later than this after the first may take effect twice.
+// The Client retries a call with the same ID only within half of it. On Redis each ID costs a
+// small key that lives this long.
+const RequestWindow = time.Minute
 
 // Renewal is one entry of a [Locker.Renew] batch: reset the lease of Key to TTL if Owner still
 // holds it.
@@ -133,6 +194,11 @@ var (
 	// ErrClosed is returned by calls on a closed Client, and is the cause of the lease contexts
 	// that Close ended.
 	ErrClosed = errors.New("locker: client closed")
+
+	// ErrUnavailable means the backend could not be reached or could not answer for now
+	// (connection refused or broken, a server loading its data or failing over). Lock retries
+	// such failures, with the same request ID, as long as its retry strategy and ctx allow.
+	ErrUnavailable = errors.New("locker: backend unavailable")
 
 	// ErrInvalid means an argument or option was invalid (empty key, TTL under a millisecond,
 	// nil context, nil backend…). Nothing was sent to the backend.

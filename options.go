@@ -32,6 +32,7 @@ type config struct {
 	retry  RetryStrategy
 	owner  string
 	prefix string
+	fence  bool
 	err    error // the first invalid option, reported by every call that uses this config
 }
 
@@ -118,4 +119,12 @@ func WithOwner(id string) Option {
 // replaces the Client's prefix for that call. Default: no prefix.
 func WithKeyPrefix(p string) Option {
 	return func(c *config) { c.prefix = p }
+}
+
+// WithFencing makes Lock and TryLock ask the backend for a fencing token, read with Lease.Token.
+// It costs no round trip; on a Redis backend it keeps one small counter key per lock key for ever
+// (the key's name plus ":locker:fence"). Every Client locking a key should use it, or none: a
+// lock taken without it does not advance the counter. Default: off, Token returns 0.
+func WithFencing() Option {
+	return func(c *config) { c.fence = true }
 }

@@ -3,7 +3,10 @@ package locker
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
+	"strconv"
+	"sync/atomic"
 )
 
 // ownershipKey is the context key under which a Lease's context carries its ownership.
@@ -33,4 +36,22 @@ func newOwnerToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error (Go ≥ 1.24).
 	return hex.EncodeToString(b[:])
+}
+
+// idSource makes request IDs: a random 96-bit prefix per Client and a counter, so IDs never
+// repeat across Clients and processes (see AcquireRequest.ID).
+type idSource struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+func newIDSource() idSource {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return idSource{prefix: base64.RawURLEncoding.EncodeToString(b[:]) + "."}
+}
+
+// next returns a fresh request ID.
+func (s *idSource) next() string {
+	return s.prefix + strconv.FormatUint(s.n.Add(1), 36)
 }

@@ -70,6 +70,8 @@ var lockerACL = []string{
 	// The scripts, with the EVAL and SCRIPT LOAD fallbacks, and the commands they call.
 	"+evalsha", "+eval", "+script|load",
 	"+exists", "+hexists", "+hincrby", "+pexpire", "+pttl", "+hvals", "+del", "+spublish",
+	// Request markers and fencing counters (redislock.MarkerKey, FenceKey: under the prefix).
+	"+get", "+set", "+incr",
 	// Notices; go-redis pings an idle subscription, rueidis pings its connections.
 	"+ssubscribe", "+ping",
 	// rueidis: client-side caching (unless DisableCache) and its cluster probe of the address
@@ -177,7 +179,7 @@ func exercise(t *testing.T, newBackend func() locker.Locker, key string, idle ti
 		}
 	}
 	b := newBackend()
-	c := locker.New(b, locker.WithTTL(30*time.Second))
+	c := locker.New(b, locker.WithTTL(30*time.Second), locker.WithFencing())
 	defer c.Close()
 	other := locker.New(b)
 	defer other.Close()
@@ -187,6 +189,9 @@ func exercise(t *testing.T, newBackend func() locker.Locker, key string, idle ti
 	must("lock", err)
 	inner, err := c.Lock(outer.Context(), key)
 	must("re-enter", err)
+	if outer.Token() == 0 || inner.Token() != outer.Token() {
+		t.Fatalf("fencing tokens %d (lock) and %d (re-entry): want one token > 0", outer.Token(), inner.Token())
+	}
 	flushed()
 	st, err := c.Inspect(ctx, key)
 	must("inspect", errors.Join(err, errIf(st.Holds != 2, fmt.Sprintf("%d holds, want 2", st.Holds))))
@@ -197,7 +202,7 @@ func exercise(t *testing.T, newBackend func() locker.Locker, key string, idle ti
 	must("unlock", outer.Unlock())
 
 	// Renewal batches, also after the script cache was lost, and a forced release.
-	a, err := b.Acquire(ctx, key, "renewer", time.Minute)
+	a, err := b.Acquire(ctx, locker.AcquireRequest{Key: key, Owner: "renewer", TTL: time.Minute})
 	must("acquire", errors.Join(err, errIf(err == nil && !a.Acquired(), "refused")))
 	flushed()
 	for _, err := range b.Renew(ctx, []locker.Renewal{{Key: key, Owner: "renewer", TTL: time.Minute}}) {

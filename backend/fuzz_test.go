@@ -60,8 +60,8 @@ func FuzzBackendsAgree(f *testing.F) {
 			o := owners[op/5%2]
 			switch op % 5 {
 			case 0:
-				a, errA := mem.Acquire(ctx, key, o, ttl)
-				b, errB := red.Acquire(ctx, key, o, ttl)
+				a, errA := mem.Acquire(ctx, locker.AcquireRequest{Key: key, Owner: o, TTL: ttl})
+				b, errB := red.Acquire(ctx, locker.AcquireRequest{Key: key, Owner: o, TTL: ttl})
 				if errA != nil || errB != nil {
 					t.Fatalf("op %d Acquire(%q): memory %v, redis %v", i, o, errA, errB)
 				}
@@ -72,8 +72,8 @@ func FuzzBackendsAgree(f *testing.F) {
 					t.Fatalf("op %d Acquire(%q) refused: memory TTL %v, redis TTL %v, want both in (0, %v]", i, o, a.TTL, b.TTL, ttl)
 				}
 			case 1:
-				a, errA := mem.Release(ctx, key, o)
-				b, errB := red.Release(ctx, key, o)
+				a, errA := mem.Release(ctx, locker.ReleaseRequest{Key: key, Owner: o})
+				b, errB := red.Release(ctx, locker.ReleaseRequest{Key: key, Owner: o})
 				if notHeld(errA) != notHeld(errB) || (errA == nil) != (errB == nil) {
 					t.Fatalf("op %d Release(%q): memory %d, %v; redis %d, %v", i, o, a, errA, b, errB)
 				}

@@ -91,8 +91,8 @@ type refusals struct {
 	seen chan struct{}
 }
 
-func (r *refusals) Acquire(ctx context.Context, key, owner string, ttl time.Duration) (locker.Acquisition, error) {
-	a, err := r.Locker.Acquire(ctx, key, owner, ttl)
+func (r *refusals) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
+	a, err := r.Locker.Acquire(ctx, req)
 	if err == nil && !a.Acquired() {
 		r.seen <- struct{}{}
 	}
@@ -339,7 +339,7 @@ func TestSubscriptionSurvivesRestart(t *testing.T) {
 			// come first: wait until two forced releases in a row are each noticed.
 			noticed := 0
 			for noticed < 2 {
-				_, _ = b.Acquire(ctx, key, "o", time.Minute)
+				_, _ = b.Acquire(ctx, locker.AcquireRequest{Key: key, Owner: "o", TTL: time.Minute})
 				if removed, err := b.ForceRelease(ctx, key); err != nil || !removed {
 					noticed = 0
 					time.Sleep(10 * time.Millisecond) // the server is coming back

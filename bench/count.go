@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"sync/atomic"
-	"time"
 
 	"github.com/hashlock/locker"
 )
@@ -74,14 +73,14 @@ func (c *Counter) Calls() Calls {
 	}
 }
 
-func (c *Counter) Acquire(ctx context.Context, key, owner string, ttl time.Duration) (locker.Acquisition, error) {
+func (c *Counter) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
 	c.acquire.Add(1)
-	return c.Locker.Acquire(ctx, key, owner, ttl)
+	return c.Locker.Acquire(ctx, req)
 }
 
-func (c *Counter) Release(ctx context.Context, key, owner string) (int, error) {
+func (c *Counter) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
 	c.release.Add(1)
-	return c.Locker.Release(ctx, key, owner)
+	return c.Locker.Release(ctx, req)
 }
 
 func (c *Counter) Renew(ctx context.Context, batch []locker.Renewal) []error {

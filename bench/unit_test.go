@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/memory"
 	"github.com/hashlock/locker/bench"
 )
@@ -139,11 +140,11 @@ func TestCounter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := bench.Count(memory.New())
-	if _, err := c.Acquire(ctx, "k", "o", time.Second); err != nil {
+	if _, err := c.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	c.Renew(ctx, nil)
-	if _, err := c.Release(ctx, "k", "o"); err != nil {
+	if _, err := c.Release(ctx, locker.ReleaseRequest{Key: "k", Owner: "o"}); err != nil {
 		t.Fatal(err)
 	}
 	got := c.Calls()

@@ -33,6 +33,10 @@ func (s *suite) client(t *testing.T) {
 		{"InvalidInput", invalidInput},
 		{"KeyPrefix", keyPrefix},
 		{"Close", closeEndsLeases},
+		{"Fencing", fencing},
+		{"NoOrphanedHold", noOrphanedHold},
+		{"LostAcquireReply", lostAcquireReply},
+		{"LostReleaseReply", lostReleaseReply},
 	}
 	for _, p := range props {
 		t.Run(p.name, func(t *testing.T) { s.inCase(t, p.body) })
@@ -332,12 +336,12 @@ func notices(e *env) {
 			t.Fatalf("no notice within a TTL after %s", what)
 		}
 	}
-	ok(b.Acquire(ctx, key, "a", e.ttl))(t)
-	ok(b.Acquire(ctx, key, "a", e.ttl))(t)
-	ok(b.Release(ctx, key, "a"))(t)
-	ok(b.Release(ctx, key, "a"))(t)
+	ok(b.Acquire(ctx, locker.AcquireRequest{Key: key, Owner: "a", TTL: e.ttl}))(t)
+	ok(b.Acquire(ctx, locker.AcquireRequest{Key: key, Owner: "a", TTL: e.ttl}))(t)
+	ok(b.Release(ctx, locker.ReleaseRequest{Key: key, Owner: "a"}))(t)
+	ok(b.Release(ctx, locker.ReleaseRequest{Key: key, Owner: "a"}))(t)
 	expect("the release to zero")
-	ok(b.Acquire(ctx, key, "b", e.ttl))(t)
+	ok(b.Acquire(ctx, locker.AcquireRequest{Key: key, Owner: "b", TTL: e.ttl}))(t)
 	ok(b.ForceRelease(ctx, key))(t)
 	expect("a forced release")
 	cancel()

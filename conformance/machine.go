@@ -64,22 +64,37 @@ func (s *suite) machine(rt *rapid.T) {
 		}
 	}
 
+	// Requests with IDs, to be sent again: every granted Acquire, every Acquire taken back
+	// (granted or not: a take-back of an unknown ID leaves a tombstone), every Release that
+	// released a hold.
+	var acquired, released []*modelRequest
+	nextID := 0
+	newID := func(t *rapid.T) string {
+		if !rapid.Bool().Draw(t, "with ID") {
+			return ""
+		}
+		nextID++
+		return fmt.Sprintf("req-%d", nextID)
+	}
 	rt.Repeat(map[string]func(*rapid.T){
 		"Acquire": func(t *rapid.T) {
 			key, owner, ttl := drawKey(t), drawOwner(t), drawTTL(t)
+			req := locker.AcquireRequest{Key: key, Owner: owner, TTL: ttl, ID: newID(t), Fence: rapid.Bool().Draw(t, "fence")}
 			t0 := time.Now()
-			a, err := b.Acquire(ctx, key, owner, ttl)
+			a, err := b.Acquire(ctx, req)
 			t1 := time.Now()
 			if err != nil {
-				t.Fatalf("Acquire(%s, %s, %v): %v", key, owner, ttl, err)
+				t.Fatalf("Acquire(%+v): %v", req, err)
 			}
 			l, st := m.state(key, t0, t1)
-			what := fmt.Sprintf("Acquire(%s, %s, %v) = %+v", key, owner, ttl, a)
+			what := fmt.Sprintf("Acquire(%+v) = %+v", req, a)
 			reentry := st != free && l.owner == owner
 			switch {
 			case reentry && a.Holds == l.holds+1:
+				m.checkToken(t, what, req, false, a)
 				m.set(key, owner, a.Holds, t0, t1, ttl)
 			case st != live && a.Holds == 1: // free, or expired during the call
+				m.checkToken(t, what, req, true, a)
 				m.set(key, owner, 1, t0, t1, ttl)
 			case st != free && !reentry && a.Holds == 0:
 				checkTTL(t, what, a.TTL, l, t0, t1)
@@ -90,14 +105,97 @@ func (s *suite) machine(rt *rapid.T) {
 			default:
 				t.Fatalf("%s: %s holds the key %d times, want a refusal", what, l.owner, l.holds)
 			}
+			if req.ID != "" && a.Acquired() {
+				acquired = append(acquired, &modelRequest{acquire: req, holds: a.Holds})
+			}
+		},
+		"AcquireAgain": func(t *rapid.T) {
+			// A granted (or taken back) Acquire sent again: it changes nothing and reports the
+			// first outcome while its owner holds the key and it was not taken back; a refusal
+			// with TTL 0 otherwise.
+			if len(acquired) == 0 {
+				t.Skip("no Acquire with an ID yet")
+			}
+			r := rapid.SampledFrom(acquired).Draw(t, "request")
+			req := r.acquire
+			t0 := time.Now()
+			a, err := b.Acquire(ctx, req)
+			t1 := time.Now()
+			if err != nil {
+				t.Fatalf("Acquire again(%+v): %v", req, err)
+			}
+			l, st := m.state(req.Key, t0, t1)
+			what := fmt.Sprintf("Acquire again(%+v) = %+v, first %d holds, undone %v", req, a, r.holds, r.undone)
+			held := st != free && l.owner == req.Owner && !r.undone
+			switch {
+			case held && a.Holds == r.holds:
+				m.checkToken(t, what, req, false, a)
+			case held && st == unknown && a == (locker.Acquisition{}):
+				delete(m.locks, req.Key) // it expired during the call
+			case held:
+				t.Fatalf("%s: want the first outcome, %d holds, and no change", what, r.holds)
+			case a != (locker.Acquisition{}):
+				t.Fatalf("%s: want a refusal with TTL 0, and no change", what)
+			}
+		},
+		"Undo": func(t *rapid.T) {
+			// Take back a granted Acquire, or one that never came (a fresh ID).
+			var r *modelRequest
+			if len(acquired) > 0 && rapid.Bool().Draw(t, "known") {
+				r = rapid.SampledFrom(acquired).Draw(t, "request")
+			} else {
+				nextID++
+				r = &modelRequest{acquire: locker.AcquireRequest{
+					Key: drawKey(t), Owner: drawOwner(t), TTL: drawTTL(t), ID: fmt.Sprintf("req-%d", nextID),
+				}}
+				acquired = append(acquired, r)
+			}
+			req := locker.ReleaseRequest{Key: r.acquire.Key, Owner: r.acquire.Owner, ID: r.acquire.ID, Undo: true}
+			t0 := time.Now()
+			n, err := b.Release(ctx, req)
+			t1 := time.Now()
+			l, st := m.state(req.Key, t0, t1)
+			what := fmt.Sprintf("Release(%+v) = %d, %v; first %d holds, undone %v", req, n, err, r.holds, r.undone)
+			if err != nil && !errors.Is(err, locker.ErrNotHeld) {
+				t.Fatalf("%s: want nil or an error wrapping ErrNotHeld", what)
+			}
+			applies := r.holds > 0 && !r.undone && st != free && l.owner == req.Owner
+			r.undone = true
+			switch {
+			case applies && err == nil && n == l.holds-1:
+				if l.holds = n; n == 0 {
+					delete(m.locks, req.Key)
+				}
+			case applies && err != nil && st == unknown:
+				delete(m.locks, req.Key)
+			case applies:
+				t.Fatalf("%s: want the hold taken back, %d left", what, l.holds-1)
+			case err == nil:
+				t.Fatalf("%s: nothing to take back, want ErrNotHeld", what)
+			}
+		},
+		"ReleaseAgain": func(t *rapid.T) {
+			// A Release sent again reports the first outcome and changes nothing.
+			if len(released) == 0 {
+				t.Skip("no Release with an ID yet")
+			}
+			r := rapid.SampledFrom(released).Draw(t, "request")
+			n, err := b.Release(ctx, r.release)
+			if err != nil || n != r.holds {
+				t.Fatalf("Release again(%+v) = %d, %v; want the first outcome, %d, and no change", r.release, n, err, r.holds)
+			}
 		},
 		"Release": func(t *rapid.T) {
 			key, owner := drawKey(t), drawOwner(t)
+			req := locker.ReleaseRequest{Key: key, Owner: owner, ID: newID(t)}
 			t0 := time.Now()
-			n, err := b.Release(ctx, key, owner)
+			n, err := b.Release(ctx, req)
 			t1 := time.Now()
+			if err == nil && req.ID != "" {
+				released = append(released, &modelRequest{release: req, holds: n})
+			}
 			l, st := m.state(key, t0, t1)
-			what := fmt.Sprintf("Release(%s, %s) = %d, %v", key, owner, n, err)
+			what := fmt.Sprintf("Release(%+v) = %d, %v", req, n, err)
 			if err != nil && !errors.Is(err, locker.ErrNotHeld) {
 				t.Fatalf("%s: want nil or an error wrapping ErrNotHeld", what)
 			}

@@ -13,8 +13,18 @@ import (
 // call and the expiry overlap: either outcome is accepted and the model follows it), or known
 // free.
 type model struct {
-	slack time.Duration // clock granularity of the backend: 0 in a synctest bubble
-	locks map[string]*modelLock
+	slack  time.Duration // clock granularity of the backend: 0 in a synctest bubble
+	locks  map[string]*modelLock
+	fences map[string]uint64 // the latest fencing token of each key
+}
+
+// modelRequest is a call with a request ID that the machine may send again: a granted (or
+// taken-back) Acquire, or a Release, with the holds it reported.
+type modelRequest struct {
+	acquire locker.AcquireRequest
+	release locker.ReleaseRequest
+	holds   int
+	undone  bool // the Acquire was taken back
 }
 
 type modelLock struct {
@@ -32,7 +42,7 @@ const (
 )
 
 func newModel(slack time.Duration) *model {
-	return &model{slack: slack, locks: make(map[string]*modelLock)}
+	return &model{slack: slack, locks: make(map[string]*modelLock), fences: make(map[string]uint64)}
 }
 
 // state returns the model's lock on key and whether it is live during a call from t0 to t1. A
@@ -49,6 +59,24 @@ func (m *model) state(key string, t0, t1 time.Time) (*modelLock, liveness) {
 		return nil, free
 	default:
 		return l, unknown
+	}
+}
+
+// checkToken checks the fencing token of a granted Acquire: none without Fence; with it, a new
+// lock's token exceeds every earlier token of the key (and becomes the latest), and a
+// re-entry's is the key's latest.
+func (m *model) checkToken(t interface{ Fatalf(string, ...any) }, what string, req locker.AcquireRequest, fresh bool, a locker.Acquisition) {
+	latest := m.fences[req.Key]
+	switch {
+	case !req.Fence && a.Token != 0:
+		t.Fatalf("%s: a fencing token without Fence", what)
+	case !req.Fence:
+	case fresh && a.Token <= latest:
+		t.Fatalf("%s: a new lock's fencing token must exceed the key's latest, %d", what, latest)
+	case fresh:
+		m.fences[req.Key] = a.Token
+	case a.Token != latest:
+		t.Fatalf("%s: a re-entry's fencing token must be the key's latest, %d", what, latest)
 	}
 }
 

@@ -32,6 +32,11 @@ var mutants = []struct {
 	{"fixed-lease-renewed", "Model"},           // the lease never ends
 	{"no-notice-on-release", "Client/Notices"}, // waiters sleep through a release
 	{"no-notice-on-release", "Client/NoticeWakesWaiter"},
+	{"request-id-ignored", "Model"},           // a release sent again removes a second hold
+	{"undo-ignored", "Model"},                 // a take-back does nothing
+	{"undo-ignored", "Client/NoOrphanedHold"}, // a cancelled Lock leaves its hold for a TTL
+	{"fence-per-acquire", "Model"},            // re-entry draws a new fencing token
+	{"fence-per-acquire", "Client/Fencing"},
 }
 
 const mutantEnv = "CONFORMANCE_MUTANT"
@@ -80,10 +85,12 @@ func TestMutantChild(t *testing.T) {
 
 // mutant is a small in-memory Locker, correct unless bug names a flaw.
 type mutant struct {
-	bug   string
-	mu    sync.Mutex
-	locks map[string]*mutantLock
-	subs  map[string]map[chan struct{}]bool
+	bug     string
+	mu      sync.Mutex
+	locks   map[string]*mutantLock
+	subs    map[string]map[chan struct{}]bool
+	fences  map[string]uint64
+	markers map[string]int // key + " " + request ID -> outcome (never forgotten: a test is short)
 }
 
 type mutantLock struct {
@@ -93,7 +100,23 @@ type mutantLock struct {
 }
 
 func newMutant(bug string) *mutant {
-	return &mutant{bug: bug, locks: map[string]*mutantLock{}, subs: map[string]map[chan struct{}]bool{}}
+	return &mutant{bug: bug, locks: map[string]*mutantLock{}, subs: map[string]map[chan struct{}]bool{},
+		fences: map[string]uint64{}, markers: map[string]int{}}
+}
+
+// marker returns the remembered outcome of request id on key. m.mu is held.
+func (m *mutant) marker(key, id string) (int, bool) {
+	if id == "" || m.bug == "request-id-ignored" {
+		return 0, false
+	}
+	n, ok := m.markers[key+" "+id]
+	return n, ok
+}
+
+func (m *mutant) remember(key, id string, n int) {
+	if id != "" {
+		m.markers[key+" "+id] = n
+	}
 }
 
 func (m *mutant) lease(ttl time.Duration) time.Time {
@@ -117,10 +140,17 @@ func (m *mutant) get(key string) *mutantLock {
 	return l
 }
 
-func (m *mutant) Acquire(ctx context.Context, key, owner string, ttl time.Duration) (locker.Acquisition, error) {
+func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	key, owner := req.Key, req.Owner
 	l := m.get(key)
+	if done, ok := m.marker(key, req.ID); ok {
+		if done > 0 && l != nil && l.owner == owner {
+			return locker.Acquisition{Holds: done, Token: m.token(req)}, nil
+		}
+		return locker.Acquisition{}, nil
+	}
 	if l == nil && m.bug == "non-atomic-acquire" {
 		m.mu.Unlock()
 		runtime.Gosched()
@@ -128,22 +158,49 @@ func (m *mutant) Acquire(ctx context.Context, key, owner string, ttl time.Durati
 	}
 	switch {
 	case l == nil:
-		m.locks[key] = &mutantLock{owner: owner, holds: 1, expires: m.lease(ttl)}
-		return locker.Acquisition{Holds: 1}, nil
+		l = &mutantLock{owner: owner, holds: 1, expires: m.lease(req.TTL)}
+		if req.Fence {
+			m.fences[key]++
+		}
+		m.locks[key] = l
 	case l.owner == owner:
 		l.holds++
 		if m.bug != "reentry-keeps-lease" {
-			l.expires = m.lease(ttl)
+			l.expires = m.lease(req.TTL)
 		}
-		return locker.Acquisition{Holds: l.holds}, nil
+		if req.Fence && m.bug == "fence-per-acquire" {
+			m.fences[key]++
+		}
 	default:
 		return locker.Acquisition{TTL: time.Until(l.expires)}, nil
 	}
+	m.remember(key, req.ID, l.holds)
+	return locker.Acquisition{Holds: l.holds, Token: m.token(req)}, nil
 }
 
-func (m *mutant) Release(ctx context.Context, key, owner string) (int, error) {
+func (m *mutant) token(req locker.AcquireRequest) uint64 {
+	if !req.Fence {
+		return 0
+	}
+	return m.fences[req.Key]
+}
+
+func (m *mutant) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	key, owner := req.Key, req.Owner
+	if req.Undo {
+		if m.bug == "undo-ignored" {
+			return 0, fmt.Errorf("mutant: %w", locker.ErrNotHeld)
+		}
+		done, ok := m.markers[key+" "+req.ID]
+		m.markers[key+" "+req.ID] = 0
+		if !ok || done == 0 {
+			return 0, fmt.Errorf("mutant: %w", locker.ErrNotHeld)
+		}
+	} else if done, ok := m.marker(key, req.ID); ok {
+		return done, nil
+	}
 	l := m.get(key)
 	switch {
 	case l != nil && l.owner != owner && m.bug == "release-without-owner-check":
@@ -152,6 +209,9 @@ func (m *mutant) Release(ctx context.Context, key, owner string) (int, error) {
 		return 0, fmt.Errorf("mutant: %w", locker.ErrNotHeld)
 	}
 	l.holds--
+	if !req.Undo {
+		m.remember(key, req.ID, l.holds)
+	}
 	if l.holds == 0 {
 		delete(m.locks, key)
 		if m.bug != "no-notice-on-release" {

@@ -5,14 +5,17 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"sync"
-	"time"
 
 	"github.com/hashlock/locker"
 )
 
 // errInjected is the failure a probe returns for renewals while failRenew is set.
 var errInjected = errors.New("conformance: injected renewal failure")
+
+// errLostReply is the failure of a call whose reply a probe dropped: the backend unavailable.
+var errLostReply = fmt.Errorf("conformance: injected lost reply: %w", locker.ErrUnavailable)
 
 // probe wraps the backend under test: it counts calls, records renewal batches, can make
 // renewals fail (a network partition as the Client sees it), and signals refusals.
@@ -24,10 +27,52 @@ type probe struct {
 	batches   []int // size of every Renew batch
 	failRenew bool
 	refused   chan string // receives the key of every refused Acquire, when not nil
+	lost      map[string]*lostReplies
+}
+
+// lostReplies makes calls of one method take effect on the backend and then fail, as if the
+// reply had been lost on the way back.
+type lostReplies struct {
+	n       int           // how many calls are still to lose their replies
+	err     error         // the error they return; nil: wait for ctx to end, and return its error
+	applied chan struct{} // receives after each such call took effect
 }
 
 func newProbe(b locker.Locker) *probe {
 	return &probe{Locker: b, calls: make(map[string]int)}
+}
+
+// loseReplies makes the next n calls of op ("Acquire" or "Release") take effect on the backend
+// and then fail with err, or, when err is nil, wait until their ctx ends and return its error (a
+// reply that does not come). It returns a channel that receives after each took effect.
+func (p *probe) loseReplies(op string, n int, err error) <-chan struct{} {
+	l := &lostReplies{n: n, err: err, applied: make(chan struct{}, n)}
+	p.mu.Lock()
+	if p.lost == nil {
+		p.lost = make(map[string]*lostReplies)
+	}
+	p.lost[op] = l
+	p.mu.Unlock()
+	return l.applied
+}
+
+// loseReply returns the error to report instead of the reply of a call of op that took effect,
+// or nil to report the reply.
+func (p *probe) loseReply(ctx context.Context, op string) error {
+	p.mu.Lock()
+	l := p.lost[op]
+	if l == nil || l.n == 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	l.n--
+	p.mu.Unlock()
+	l.applied <- struct{}{}
+	if l.err != nil {
+		return l.err
+	}
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 func (p *probe) count(op string) {
@@ -71,16 +116,21 @@ func (p *probe) watchRefusals() <-chan string {
 	return ch
 }
 
-func (p *probe) Acquire(ctx context.Context, key, owner string, ttl time.Duration) (locker.Acquisition, error) {
+func (p *probe) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
 	p.count("Acquire")
-	a, err := p.Locker.Acquire(ctx, key, owner, ttl)
+	a, err := p.Locker.Acquire(ctx, req)
+	if err == nil {
+		if lost := p.loseReply(ctx, "Acquire"); lost != nil {
+			return locker.Acquisition{}, lost
+		}
+	}
 	if err == nil && !a.Acquired() {
 		p.mu.Lock()
 		ch := p.refused
 		p.mu.Unlock()
 		if ch != nil {
 			select {
-			case ch <- key:
+			case ch <- req.Key:
 			default:
 			}
 		}
@@ -88,9 +138,15 @@ func (p *probe) Acquire(ctx context.Context, key, owner string, ttl time.Duratio
 	return a, err
 }
 
-func (p *probe) Release(ctx context.Context, key, owner string) (int, error) {
+func (p *probe) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
 	p.count("Release")
-	return p.Locker.Release(ctx, key, owner)
+	n, err := p.Locker.Release(ctx, req)
+	if err == nil {
+		if lost := p.loseReply(ctx, "Release"); lost != nil {
+			return 0, lost
+		}
+	}
+	return n, err
 }
 
 func (p *probe) Renew(ctx context.Context, batch []locker.Renewal) []error {

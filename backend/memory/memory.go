@@ -33,6 +33,10 @@ type Backend struct {
 	locks map[string]*entry
 	swept int // len(locks) after the last sweep
 	subs  map[string]map[chan struct{}]struct{}
+
+	fences        map[string]uint64 // the fencing counter of every key ever locked with Fence
+	requests      map[requestID]outcome
+	sweptRequests int // len(requests) after the last sweep
 }
 
 type entry struct {
@@ -41,60 +45,114 @@ type entry struct {
 	expires time.Time
 }
 
+// requestID names a remembered request: its key and ID.
+type requestID struct{ key, id string }
+
+// outcome is what a remembered request did: the holds it left (0 for a taken-back Acquire).
+type outcome struct {
+	holds   int
+	expires time.Time
+}
+
 // New returns an empty Backend, ready to use.
 func New() *Backend { return &Backend{} }
 
-// Acquire creates the lock on key for owner with a lease of ttl (rounded up to a whole
-// millisecond) and reports Holds == 1, or, when owner already holds key, adds a hold, resets the
-// lease to ttl and reports the new hold count. When another owner holds key it changes nothing
-// and reports Holds == 0 with the holder's remaining lease in TTL. A ttl <= 0 is refused with an
-// error wrapping [locker.ErrInvalid].
-func (b *Backend) Acquire(ctx context.Context, key, owner string, ttl time.Duration) (locker.Acquisition, error) {
+// Acquire creates the lock on req.Key for req.Owner with a lease of req.TTL (rounded up to a
+// whole millisecond) and reports Holds == 1, or, when the owner already holds the key, adds a
+// hold, resets the lease and reports the new hold count. When another owner holds the key it
+// changes nothing and reports Holds == 0 with the holder's remaining lease in TTL. A TTL <= 0 is
+// refused with an error wrapping [locker.ErrInvalid]. Request IDs and fencing tokens work as
+// [locker.AcquireRequest] describes; the Backend keeps a fencing counter for every key that was
+// ever locked with Fence, for its lifetime.
+func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
 	if err := ctx.Err(); err != nil {
 		return locker.Acquisition{}, err
 	}
-	ttl, err := roundTTL("acquire", key, ttl)
+	ttl, err := roundTTL("acquire", req.Key, req.TTL)
 	if err != nil {
 		return locker.Acquisition{}, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
-	switch e := b.live(key, now); {
+	e := b.live(req.Key, now)
+	if req.ID != "" {
+		if done, ok := b.marker(req.Key, req.ID, now); ok {
+			// A call sent again: report the first outcome while its hold is there.
+			if done > 0 && e != nil && e.owner == req.Owner {
+				return locker.Acquisition{Holds: done, Token: b.token(req)}, nil
+			}
+			return locker.Acquisition{}, nil
+		}
+	}
+	switch {
 	case e == nil:
 		if b.locks == nil {
 			b.locks = make(map[string]*entry)
 		}
-		b.locks[key] = &entry{owner: owner, holds: 1, expires: now.Add(ttl)}
+		e = &entry{owner: req.Owner, holds: 1, expires: now.Add(ttl)}
+		if req.Fence {
+			if b.fences == nil {
+				b.fences = make(map[string]uint64)
+			}
+			b.fences[req.Key]++
+		}
+		b.locks[req.Key] = e
 		b.sweep(now)
-		return locker.Acquisition{Holds: 1}, nil
-	case e.owner == owner:
+	case e.owner == req.Owner:
 		e.holds++
 		e.expires = now.Add(ttl)
-		return locker.Acquisition{Holds: e.holds}, nil
 	default:
 		return locker.Acquisition{TTL: e.expires.Sub(now)}, nil
 	}
+	b.remember(req.Key, req.ID, e.holds, now)
+	return locker.Acquisition{Holds: e.holds, Token: b.token(req)}, nil
 }
 
-// Release removes one of owner's holds on key and reports how many remain, leaving the lease as
-// it is. At zero the lock is deleted and every subscriber of key is notified. When owner does
-// not hold key (never did, expired, or forced away) it changes nothing and returns an error
-// wrapping [locker.ErrNotHeld].
-func (b *Backend) Release(ctx context.Context, key, owner string) (int, error) {
+// token is the fencing token to report for req: the key's counter, which a new lock with Fence
+// advanced (it does not move while the lock is held).
+func (b *Backend) token(req locker.AcquireRequest) uint64 {
+	if !req.Fence {
+		return 0
+	}
+	return b.fences[req.Key]
+}
+
+// Release removes one of req.Owner's holds on req.Key and reports how many remain, leaving the
+// lease as it is. At zero the lock is deleted and every subscriber of the key is notified. When
+// the owner does not hold the key (never did, expired, or forced away) it changes nothing and
+// returns an error wrapping [locker.ErrNotHeld]. Request IDs and take-backs (Undo) work as
+// [locker.ReleaseRequest] describes.
+func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e := b.live(key, time.Now())
-	if e == nil || e.owner != owner {
-		return 0, fmt.Errorf("memory: release %q: %w", key, locker.ErrNotHeld)
+	now := time.Now()
+	if req.ID != "" {
+		done, ok := b.marker(req.Key, req.ID, now)
+		switch {
+		case req.Undo && (!ok || done == 0):
+			b.remember(req.Key, req.ID, 0, now) // the Acquire, if it comes, is refused
+			return 0, fmt.Errorf("memory: undo %q: %w", req.Key, locker.ErrNotHeld)
+		case req.Undo:
+			b.remember(req.Key, req.ID, 0, now)
+		case ok:
+			return done, nil // a call sent again: the first outcome
+		}
+	}
+	e := b.live(req.Key, now)
+	if e == nil || e.owner != req.Owner {
+		return 0, fmt.Errorf("memory: release %q: %w", req.Key, locker.ErrNotHeld)
 	}
 	e.holds--
+	if !req.Undo {
+		b.remember(req.Key, req.ID, e.holds, now)
+	}
 	if e.holds == 0 {
-		delete(b.locks, key)
-		b.notify(key)
+		delete(b.locks, req.Key)
+		b.notify(req.Key)
 	}
 	return e.holds, nil
 }
@@ -213,6 +271,36 @@ func (b *Backend) sweep(now time.Time) {
 		}
 	}
 	b.swept = len(b.locks)
+}
+
+// marker returns the remembered outcome of request id on key, if it is remembered at now.
+func (b *Backend) marker(key, id string, now time.Time) (int, bool) {
+	o, ok := b.requests[requestID{key, id}]
+	if !ok || !now.Before(o.expires) {
+		return 0, false
+	}
+	return o.holds, true
+}
+
+// remember records the outcome of request id on key for locker.RequestWindow; an empty id is
+// not recorded. Expired records are swept once the map has doubled since the last sweep.
+func (b *Backend) remember(key, id string, holds int, now time.Time) {
+	if id == "" {
+		return
+	}
+	if b.requests == nil {
+		b.requests = make(map[requestID]outcome)
+	}
+	b.requests[requestID{key, id}] = outcome{holds, now.Add(locker.RequestWindow)}
+	if len(b.requests) < 2*max(b.sweptRequests, minSweep) {
+		return
+	}
+	for r, o := range b.requests {
+		if !now.Before(o.expires) {
+			delete(b.requests, r)
+		}
+	}
+	b.sweptRequests = len(b.requests)
 }
 
 // notify sends a notice to every subscriber of key without blocking.

@@ -41,21 +41,21 @@ func wantState(t *testing.T, b *Backend, key string, want locker.State) {
 func TestExpiryAtExactlyTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := New()
-		if a := of(b.Acquire(ctx, "k", "a", 10*time.Millisecond)).must(t); a.Holds != 1 {
+		if a := of(b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "a", TTL: 10 * time.Millisecond})).must(t); a.Holds != 1 {
 			t.Fatalf("Acquire = %+v", a)
 		}
 		time.Sleep(10*time.Millisecond - time.Nanosecond)
 		wantState(t, b, "k", locker.State{Locked: true, Holds: 1, TTL: time.Nanosecond})
-		if a := of(b.Acquire(ctx, "k", "b", time.Second)).must(t); a != (locker.Acquisition{TTL: time.Nanosecond}) {
+		if a := of(b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "b", TTL: time.Second})).must(t); a != (locker.Acquisition{TTL: time.Nanosecond}) {
 			t.Fatalf("refused Acquire = %+v", a)
 		}
 		time.Sleep(time.Nanosecond)
 		wantState(t, b, "k", locker.State{})
-		if _, err := b.Release(ctx, "k", "a"); !errors.Is(err, locker.ErrNotHeld) {
+		if _, err := b.Release(ctx, locker.ReleaseRequest{Key: "k", Owner: "a"}); !errors.Is(err, locker.ErrNotHeld) {
 			t.Fatalf("Release after expiry: %v", err)
 		}
 		// The former owner starts afresh: not a re-entry.
-		if a := of(b.Acquire(ctx, "k", "a", time.Second)).must(t); a.Holds != 1 {
+		if a := of(b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "a", TTL: time.Second})).must(t); a.Holds != 1 {
 			t.Fatalf("Acquire after expiry = %+v", a)
 		}
 	})
@@ -64,20 +64,20 @@ func TestExpiryAtExactlyTTL(t *testing.T) {
 func TestLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := New()
-		of(b.Acquire(ctx, "k", "a", 100*time.Millisecond)).must(t)
+		of(b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "a", TTL: 100 * time.Millisecond})).must(t)
 		time.Sleep(40 * time.Millisecond)
 		// Re-entry resets the lease to its own ttl.
-		if a := of(b.Acquire(ctx, "k", "a", 50*time.Millisecond)).must(t); a.Holds != 2 {
+		if a := of(b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "a", TTL: 50 * time.Millisecond})).must(t); a.Holds != 2 {
 			t.Fatalf("re-entry = %+v", a)
 		}
 		wantState(t, b, "k", locker.State{Locked: true, Holds: 2, TTL: 50 * time.Millisecond})
 		time.Sleep(20 * time.Millisecond)
 		// Release leaves the lease alone.
-		if n := of(b.Release(ctx, "k", "a")).must(t); n != 1 {
+		if n := of(b.Release(ctx, locker.ReleaseRequest{Key: "k", Owner: "a"})).must(t); n != 1 {
 			t.Fatalf("Release = %d, want 1", n)
 		}
 		wantState(t, b, "k", locker.State{Locked: true, Holds: 1, TTL: 30 * time.Millisecond})
-		if n := of(b.Release(ctx, "k", "a")).must(t); n != 0 {
+		if n := of(b.Release(ctx, locker.ReleaseRequest{Key: "k", Owner: "a"})).must(t); n != 0 {
 			t.Fatalf("Release = %d, want 0", n)
 		}
 		wantState(t, b, "k", locker.State{})
@@ -98,7 +98,7 @@ func TestRoundTTL(t *testing.T) {
 	}
 	b := New()
 	for _, ttl := range []time.Duration{0, -time.Second} {
-		if _, err := b.Acquire(ctx, "k", "a", ttl); !errors.Is(err, locker.ErrInvalid) {
+		if _, err := b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "a", TTL: ttl}); !errors.Is(err, locker.ErrInvalid) {
 			t.Errorf("Acquire ttl %v: %v", ttl, err)
 		}
 	}
@@ -109,18 +109,18 @@ func TestRoundTTL(t *testing.T) {
 
 	synctest.Test(t, func(t *testing.T) {
 		b := New()
-		of(b.Acquire(ctx, "k", "a", 1200*time.Microsecond)).must(t)
+		of(b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "a", TTL: 1200 * time.Microsecond})).must(t)
 		wantState(t, b, "k", locker.State{Locked: true, Holds: 1, TTL: 2 * time.Millisecond})
-		of(b.Acquire(ctx, "big", "a", math.MaxInt64)).must(t)
+		of(b.Acquire(ctx, locker.AcquireRequest{Key: "big", Owner: "a", TTL: math.MaxInt64})).must(t)
 	})
 }
 
 func TestRenew(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := New()
-		of(b.Acquire(ctx, "x", "a", 10*time.Millisecond)).must(t)
-		of(b.Acquire(ctx, "y", "b", 10*time.Millisecond)).must(t)
-		of(b.Acquire(ctx, "z", "a", 1*time.Millisecond)).must(t)
+		of(b.Acquire(ctx, locker.AcquireRequest{Key: "x", Owner: "a", TTL: 10 * time.Millisecond})).must(t)
+		of(b.Acquire(ctx, locker.AcquireRequest{Key: "y", Owner: "b", TTL: 10 * time.Millisecond})).must(t)
+		of(b.Acquire(ctx, locker.AcquireRequest{Key: "z", Owner: "a", TTL: 1 * time.Millisecond})).must(t)
 		time.Sleep(5 * time.Millisecond)
 		errs := b.Renew(ctx, []locker.Renewal{
 			{Key: "x", Owner: "a", TTL: 30*time.Millisecond - 1}, // renewed, rounded up
@@ -149,9 +149,9 @@ func TestRenew(t *testing.T) {
 func TestReleaseNotHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := New()
-		of(b.Acquire(ctx, "k", "a", time.Second)).must(t)
+		of(b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "a", TTL: time.Second})).must(t)
 		for _, c := range []struct{ key, owner string }{{"k", "b"}, {"absent", "a"}} {
-			if _, err := b.Release(ctx, c.key, c.owner); !errors.Is(err, locker.ErrNotHeld) {
+			if _, err := b.Release(ctx, locker.ReleaseRequest{Key: c.key, Owner: c.owner}); !errors.Is(err, locker.ErrNotHeld) {
 				t.Errorf("Release(%q, %q) = %v", c.key, c.owner, err)
 			}
 		}
@@ -186,17 +186,17 @@ func TestNotices(t *testing.T) {
 				t.Fatalf("%s: notice on another key", step)
 			}
 		}
-		of(b.Acquire(ctx, "k", "a", time.Second)).must(t)
-		of(b.Acquire(ctx, "k", "a", time.Second)).must(t)
+		of(b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "a", TTL: time.Second})).must(t)
+		of(b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "a", TTL: time.Second})).must(t)
 		check("acquire", false)
-		of(b.Release(ctx, "k", "a")).must(t)
+		of(b.Release(ctx, locker.ReleaseRequest{Key: "k", Owner: "a"})).must(t)
 		check("release leaving a hold", false)
-		b.Release(ctx, "k", "b")
+		b.Release(ctx, locker.ReleaseRequest{Key: "k", Owner: "b"})
 		check("failed release", false)
-		of(b.Release(ctx, "k", "a")).must(t)
+		of(b.Release(ctx, locker.ReleaseRequest{Key: "k", Owner: "a"})).must(t)
 		check("release to zero", true)
 
-		of(b.Acquire(ctx, "k", "a", time.Second)).must(t)
+		of(b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "a", TTL: time.Second})).must(t)
 		if ok := of(b.ForceRelease(ctx, "k")).must(t); !ok {
 			t.Fatal("ForceRelease = false")
 		}
@@ -206,7 +206,7 @@ func TestNotices(t *testing.T) {
 		}
 		check("force release of free key", false)
 
-		of(b.Acquire(ctx, "k", "a", time.Millisecond)).must(t)
+		of(b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "a", TTL: time.Millisecond})).must(t)
 		time.Sleep(time.Millisecond)
 		wantState(t, b, "k", locker.State{})
 		if ok := of(b.ForceRelease(ctx, "k")).must(t); ok {
@@ -216,8 +216,8 @@ func TestNotices(t *testing.T) {
 
 		// Notices merge: two releases, one pending value, no blocking.
 		for range 2 {
-			of(b.Acquire(ctx, "k", "a", time.Second)).must(t)
-			of(b.Release(ctx, "k", "a")).must(t)
+			of(b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "a", TTL: time.Second})).must(t)
+			of(b.Release(ctx, locker.ReleaseRequest{Key: "k", Owner: "a"})).must(t)
 		}
 		check("merged", true)
 		check("merged, drained", false)
@@ -229,8 +229,8 @@ func TestNotices(t *testing.T) {
 		}
 		wg.Wait()
 		cancel1()
-		of(b.Acquire(ctx, "k", "a", time.Second)).must(t)
-		of(b.Release(ctx, "k", "a")).must(t)
+		of(b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "a", TTL: time.Second})).must(t)
+		of(b.Release(ctx, locker.ReleaseRequest{Key: "k", Owner: "a"})).must(t)
 		if pending(n1) || !pending(n2) {
 			t.Fatal("cancelled subscriber notified, or live one not")
 		}
@@ -245,13 +245,13 @@ func TestNotices(t *testing.T) {
 
 func TestContextFirst(t *testing.T) {
 	b := New()
-	of(b.Acquire(ctx, "k", "a", time.Second)).must(t)
+	of(b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "a", TTL: time.Second})).must(t)
 	c, cancel := context.WithCancel(ctx)
 	cancel()
 	errs := []error{}
-	_, err := b.Acquire(c, "k", "a", time.Second)
+	_, err := b.Acquire(c, locker.AcquireRequest{Key: "k", Owner: "a", TTL: time.Second})
 	errs = append(errs, err)
-	_, err = b.Release(c, "k", "a")
+	_, err = b.Release(c, locker.ReleaseRequest{Key: "k", Owner: "a"})
 	errs = append(errs, err)
 	errs = append(errs, b.Renew(c, []locker.Renewal{{Key: "k", Owner: "a", TTL: time.Hour}})...)
 	_, err = b.Inspect(c, "k")
@@ -277,16 +277,16 @@ func TestSweep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := New()
 		for i := range 2 * minSweep {
-			of(b.Acquire(ctx, fmt.Sprint("old", i), "a", time.Millisecond)).must(t)
+			of(b.Acquire(ctx, locker.AcquireRequest{Key: fmt.Sprint("old", i), Owner: "a", TTL: time.Millisecond})).must(t)
 		}
 		// The insert that doubled the map swept it, at a time nothing had expired yet.
 		if len(b.locks) != 2*minSweep || b.swept != 2*minSweep {
 			t.Fatalf("len %d, swept %d", len(b.locks), b.swept)
 		}
-		of(b.Acquire(ctx, "live", "a", time.Hour)).must(t)
+		of(b.Acquire(ctx, locker.AcquireRequest{Key: "live", Owner: "a", TTL: time.Hour})).must(t)
 		time.Sleep(time.Millisecond)
 		for i := range 2*minSweep - 1 {
-			of(b.Acquire(ctx, fmt.Sprint("new", i), "a", time.Hour)).must(t)
+			of(b.Acquire(ctx, locker.AcquireRequest{Key: fmt.Sprint("new", i), Owner: "a", TTL: time.Hour})).must(t)
 			if len(b.locks) > 4*minSweep {
 				t.Fatalf("map grew to %d", len(b.locks))
 			}
@@ -314,7 +314,7 @@ func TestConcurrent(t *testing.T) {
 			notices, cancel, _ := b.Subscribe(ctx, "k")
 			defer cancel()
 			for done := 0; done < 50; {
-				if a, _ := b.Acquire(ctx, "k", owner, time.Hour); !a.Acquired() {
+				if a, _ := b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: owner, TTL: time.Hour}); !a.Acquired() {
 					select {
 					case <-notices:
 					case <-time.After(time.Millisecond):
@@ -329,7 +329,7 @@ func TestConcurrent(t *testing.T) {
 				inside--
 				mu.Unlock()
 				b.Renew(ctx, []locker.Renewal{{Key: "k", Owner: owner, TTL: time.Hour}})
-				if _, err := b.Release(ctx, "k", owner); err != nil {
+				if _, err := b.Release(ctx, locker.ReleaseRequest{Key: "k", Owner: owner}); err != nil {
 					t.Error(err)
 				}
 				done++

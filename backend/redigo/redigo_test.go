@@ -49,11 +49,11 @@ func TestNoScript(t *testing.T) {
 			}
 		}
 
-		if a, err := b.Acquire(ctx, "k", "o", time.Second); err != nil || a.Holds != 1 {
+		if a, err := b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second}); err != nil || a.Holds != 1 {
 			t.Fatalf("Acquire = %+v, %v; want 1 hold", a, err)
 		}
 		flush()
-		if a, err := b.Acquire(ctx, "k", "o", time.Second); err != nil || a.Holds != 2 {
+		if a, err := b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second}); err != nil || a.Holds != 2 {
 			t.Fatalf("Acquire after SCRIPT FLUSH = %+v, %v; want 2 holds", a, err)
 		}
 		flush()

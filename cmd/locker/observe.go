@@ -32,8 +32,8 @@ func (o *observed) Renew(ctx context.Context, batch []locker.Renewal) []error {
 	return errs
 }
 
-func (o *observed) Acquire(ctx context.Context, key, owner string, ttl time.Duration) (locker.Acquisition, error) {
-	a, err := o.Locker.Acquire(ctx, key, owner, ttl)
+func (o *observed) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
+	a, err := o.Locker.Acquire(ctx, req)
 	if err == nil && !a.Acquired() {
 		o.refused.Add(1)
 	}

@@ -46,29 +46,58 @@ func New(d Driver, name string) *Backend {
 	return &Backend{d: d, prefix: name, notices: newHub(d)}
 }
 
-// Acquire implements locker.Locker with acquire.lua.
-func (b *Backend) Acquire(ctx context.Context, key, owner string, ttl time.Duration) (locker.Acquisition, error) {
-	r, err := b.d.Eval(ctx, AcquireScript, []string{key}, []string{owner, millis(ttl)})
+// Acquire implements locker.Locker with acquire.lua: with req.ID, a marker key remembers the
+// outcome for locker.RequestWindow; with req.Fence, the counter at FenceKey gives the token.
+func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
+	keys := make([]string, 1, 3)
+	keys[0] = req.Key
+	markerMs := "0"
+	if req.ID != "" {
+		keys = append(keys, MarkerKey(req.Key, req.ID))
+		markerMs = requestWindowMillis
+	}
+	fence := "0"
+	if req.Fence {
+		keys = append(keys, FenceKey(req.Key))
+		fence = "1"
+	}
+	r, err := b.d.Eval(ctx, AcquireScript, keys, []string{req.Owner, millis(req.TTL), markerMs, fence})
 	if err != nil {
-		return locker.Acquisition{}, b.fail(ctx, "acquire", key, err)
+		return locker.Acquisition{}, b.fail(ctx, "acquire", req.Key, err)
 	}
-	if r.Int > 0 {
-		return locker.Acquisition{Holds: int(r.Int)}, nil
+	if len(r.Array) != 2 {
+		return locker.Acquisition{}, fmt.Errorf("%s: acquire %q: unexpected reply %v", b.prefix, req.Key, r.Array)
 	}
-	return locker.Acquisition{TTL: time.Duration(-r.Int) * time.Millisecond}, nil
+	if holds := r.Array[0]; holds > 0 {
+		return locker.Acquisition{Holds: int(holds), Token: uint64(r.Array[1])}, nil
+	}
+	return locker.Acquisition{TTL: time.Duration(-r.Array[0]) * time.Millisecond}, nil
 }
 
-// Release implements locker.Locker with release.lua.
-func (b *Backend) Release(ctx context.Context, key, owner string) (int, error) {
-	r, err := b.d.Eval(ctx, ReleaseScript, []string{key}, []string{owner, Channel(key)})
+// Release implements locker.Locker with release.lua: with req.ID, a marker key remembers the
+// outcome (or, with req.Undo, that the acquire with that ID was taken back).
+func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
+	keys := []string{req.Key}
+	markerMs, undo := "0", "0"
+	if req.ID != "" {
+		keys = append(keys, MarkerKey(req.Key, req.ID))
+		markerMs = requestWindowMillis
+		if req.Undo {
+			undo = "1"
+		}
+	}
+	r, err := b.d.Eval(ctx, ReleaseScript, keys, []string{req.Owner, Channel(req.Key), markerMs, undo})
 	if err != nil {
-		return 0, b.fail(ctx, "release", key, err)
+		return 0, b.fail(ctx, "release", req.Key, err)
 	}
 	if r.Int < 0 {
-		return 0, fmt.Errorf("%s: release %q: %w", b.prefix, key, locker.ErrNotHeld)
+		return 0, fmt.Errorf("%s: release %q: %w", b.prefix, req.Key, locker.ErrNotHeld)
 	}
 	return int(r.Int), nil
 }
+
+// requestWindowMillis is locker.RequestWindow in milliseconds, as the scripts take it.
+var requestWindowMillis = strconv.FormatInt(locker.RequestWindow.Milliseconds(), 10)
 
 // Renew implements locker.Locker with renew.lua: one call per group of keys that share a
 // cluster slot (any keys when not on a cluster), up to maxBatch keys a call, all calls in one
@@ -172,7 +201,8 @@ func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, f
 
 // fail wraps a driver error with the operation and key, and with ctx's error when ctx ended
 // (drivers do not all say so: Redigo reports the I/O timeout it derived from the deadline, which
-// may fire a moment before the ctx's own timer).
+// may fire a moment before the ctx's own timer), or else with locker.ErrUnavailable when the
+// error is one that passes (see Unavailable).
 func (b *Backend) fail(ctx context.Context, op, key string, err error) error {
 	ctxErr := ctx.Err()
 	if d, ok := ctx.Deadline(); ok && ctxErr == nil && !time.Now().Before(d) {
@@ -180,6 +210,9 @@ func (b *Backend) fail(ctx context.Context, op, key string, err error) error {
 	}
 	if ctxErr != nil && !errors.Is(err, ctxErr) {
 		return fmt.Errorf("%s: %s %q: %w (%w)", b.prefix, op, key, ctxErr, err)
+	}
+	if Unavailable(err) {
+		return fmt.Errorf("%s: %s %q: %w: %w", b.prefix, op, key, locker.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %s %q: %w", b.prefix, op, key, err)
 }

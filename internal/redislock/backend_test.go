@@ -44,8 +44,14 @@ func TestCallsAreBounded(t *testing.T) {
 	d := hungDriver{deadlines: make(chan bool, 1)}
 	b := New(d, "test")
 	calls := map[string]func(ctx context.Context, key string) error{
-		"acquire": func(ctx context.Context, k string) error { _, err := b.Acquire(ctx, k, "o", time.Second); return err },
-		"release": func(ctx context.Context, k string) error { _, err := b.Release(ctx, k, "o"); return err },
+		"acquire": func(ctx context.Context, k string) error {
+			_, err := b.Acquire(ctx, locker.AcquireRequest{Key: k, Owner: "o", TTL: time.Second})
+			return err
+		},
+		"release": func(ctx context.Context, k string) error {
+			_, err := b.Release(ctx, locker.ReleaseRequest{Key: k, Owner: "o"})
+			return err
+		},
 		"renew": func(ctx context.Context, k string) error {
 			return b.Renew(ctx, []locker.Renewal{{Key: k, Owner: "o", TTL: time.Second}})[0]
 		},

@@ -1,6 +1,10 @@
 package redislock
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+	"sync"
+)
 
 // hashTag returns the part of key that Redis Cluster hashes: the content of the first {…} pair
 // when it is not empty, else the whole key.
@@ -25,9 +29,12 @@ func Channel(key string) string {
 }
 
 // Slot returns the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag, modulo 16384.
-func Slot(key string) uint16 {
+func Slot(key string) uint16 { return crc16(hashTag(key)) % 16384 }
+
+// crc16 is CRC16/XMODEM, the checksum of Redis Cluster's key slots.
+func crc16(s string) uint16 {
 	var crc uint16
-	for _, b := range []byte(hashTag(key)) {
+	for _, b := range []byte(s) {
 		crc ^= uint16(b) << 8
 		for range 8 {
 			if crc&0x8000 != 0 {
@@ -37,5 +44,50 @@ func Slot(key string) uint16 {
 			}
 		}
 	}
-	return crc % 16384
+	return crc
 }
+
+// Companion returns the name of a key that belongs to the lock key (its fencing counter, its
+// request markers): key, then ":locker:" and suffix, in key's cluster slot so that one script can
+// touch both, and starting with key so that an ACL key pattern for the locks covers it too.
+//   - A key with a hash tag keeps it: "{user}:7" gives "{user}:7:locker:fence".
+//   - A key without braces becomes its own tag: "job" gives "job{job}:locker:fence".
+//   - A key with braces but no valid tag (rare: "a{b", "x{}y") cannot keep its slot when
+//     anything is appended, so it gets a tag of its slot in front: "{<tag>}x{}y:locker:fence".
+func Companion(key, suffix string) string {
+	switch {
+	case hashTag(key) != key:
+		return key + ":locker:" + suffix
+	case strings.IndexByte(key, '{') < 0 && strings.IndexByte(key, '}') < 0:
+		return key + "{" + key + "}:locker:" + suffix
+	default:
+		return "{" + slotTag(Slot(key)) + "}" + key + ":locker:" + suffix
+	}
+}
+
+// FenceKey returns the name of the fencing counter of the lock key.
+func FenceKey(key string) string { return Companion(key, "fence") }
+
+// MarkerKey returns the name of the marker of request id on the lock key.
+func MarkerKey(key, id string) string { return Companion(key, "req:"+id) }
+
+// slotTag returns a short string whose slot is slot: the smallest number, in base 36, that
+// hashes to it. The table is built on first use (about 160,000 hashes).
+func slotTag(slot uint16) string {
+	slotTagsOnce.Do(func() {
+		filled := 0
+		for n := uint64(0); filled < len(slotTags); n++ {
+			tag := strconv.FormatUint(n, 36)
+			if s := crc16(tag) % 16384; slotTags[s] == "" {
+				slotTags[s] = tag
+				filled++
+			}
+		}
+	})
+	return slotTags[slot]
+}
+
+var (
+	slotTagsOnce sync.Once
+	slotTags     [16384]string
+)
