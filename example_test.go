@@ -115,3 +115,34 @@ func ExampleLease_Context() {
 	// locker: lock lost
 	// true
 }
+
+// Fencing tokens let the storage a lock protects refuse a holder that lost the lock without
+// noticing (a process paused for longer than the TTL): each write carries the lease's token, and
+// the storage keeps the highest token it has seen.
+func ExampleWithFencing() {
+	client := locker.New(memory.New(), locker.WithFencing())
+	defer client.Close()
+	ctx := context.Background()
+
+	var highest uint64 // what the storage remembers
+	write := func(token uint64, what string) {
+		if token < highest {
+			fmt.Println("refused:", what, "with token", token)
+			return
+		}
+		highest = token
+		fmt.Println("written:", what, "with token", token)
+	}
+
+	first, _ := client.Lock(ctx, "report")
+	stale := first.Token()
+	first.Unlock() // or: its lease ran out while its process was paused
+
+	second, _ := client.Lock(ctx, "report")
+	write(second.Token(), "the second holder's write")
+	second.Unlock()
+	write(stale, "the first holder's late write")
+	// Output:
+	// written: the second holder's write with token 2
+	// refused: the first holder's late write with token 1
+}

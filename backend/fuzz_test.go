@@ -11,6 +11,7 @@ import (
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
 	"github.com/hashlock/locker/backend/memory"
+	"github.com/hashlock/locker/internal/redislock"
 	"github.com/hashlock/locker/internal/redistest"
 )
 
@@ -18,17 +19,24 @@ import (
 const sentinelKey = "locker:fuzz:sentinel"
 
 // The memory backend and the go-redis backend on miniredis agree on every result of the same
-// operations with the same keys, owners and TTLs, whatever their bytes: keys and owners reach
-// Redis only as KEYS and ARGV, never as script text.
+// operations with the same keys, owners, request IDs and TTLs, whatever their bytes: keys, owners
+// and IDs reach Redis only as KEYS and ARGV, never as script text.
+//
+// An op byte picks the operation (op%5), the owner (op/5%2), the request ID (op/10%3: none, id,
+// or id+"#2", so that calls are sent again) and, for acquires, fencing, for releases, a take-back
+// (op/30%2).
 func FuzzBackendsAgree(f *testing.F) {
-	f.Add("k", "owner", uint16(1000), []byte{0, 0, 1, 1, 2, 3, 4})
-	f.Add("'); redis.call('flushall') --", "'); redis.call('flushall') --", uint16(5), []byte{0, 5, 0, 3, 1, 6, 2, 1, 3, 4, 3})
-	f.Add("]]..KEYS[1]..[[", "]]..ARGV[1]..[[", uint16(9999), []byte{0, 0, 5, 2, 3, 1, 1, 6, 4})
-	f.Add("lock", "\"); redis.call('del', '"+sentinelKey+"') --", uint16(77), []byte{0, 2, 1, 0, 5, 1})
-	f.Add("{tag}", "{}", uint16(1), []byte{0, 5, 5, 6, 1, 3, 4, 0, 1})
-	f.Add("}{", "{owner}", uint16(300), []byte{5, 0, 6, 1, 8, 2})
-	f.Add("\x00\xff\xfe", "\x00", uint16(65535), []byte{0, 0, 0, 3, 1, 1, 1, 1})
-	f.Add("\xc3(", "\xed\xa0\x80", uint16(42), []byte{5, 0, 9, 2, 8, 4, 3})
+	f.Add("k", "owner", "id", uint16(1000), []byte{0, 0, 1, 1, 2, 3, 4})
+	f.Add("'); redis.call('flushall') --", "'); redis.call('flushall') --", "')--", uint16(5), []byte{0, 5, 0, 3, 1, 6, 2, 1, 3, 4, 3})
+	f.Add("]]..KEYS[1]..[[", "]]..ARGV[1]..[[", "]]..KEYS[2]..[[", uint16(9999), []byte{0, 0, 5, 2, 3, 1, 1, 6, 4})
+	f.Add("lock", "\"); redis.call('del', '"+sentinelKey+"') --", "x", uint16(77), []byte{0, 2, 1, 0, 5, 1})
+	f.Add("{tag}", "{}", "{id}", uint16(1), []byte{0, 5, 5, 6, 1, 3, 4, 0, 1})
+	f.Add("}{", "{owner}", "}", uint16(300), []byte{5, 0, 6, 1, 8, 2})
+	f.Add("\x00\xff\xfe", "\x00", "\xff", uint16(65535), []byte{0, 0, 0, 3, 1, 1, 1, 1})
+	f.Add("\xc3(", "\xed\xa0\x80", "", uint16(42), []byte{5, 0, 9, 2, 8, 4, 3})
+	// Sent again, taken back, fenced: acquire with id twice, release with id twice, take back.
+	f.Add("job", "o", "r", uint16(10), []byte{10, 10, 30, 40, 11, 11, 21, 41, 71, 3})
+	f.Add("a{b", "o", "r", uint16(10), []byte{40, 40, 70, 1, 10, 41, 41, 3})
 
 	m := redistest.Miniredis(f)
 	if err := m.Start(); err != nil {
@@ -38,7 +46,7 @@ func FuzzBackendsAgree(f *testing.F) {
 	f.Cleanup(func() { rdb.Close() })
 	red := goredis.New(rdb)
 
-	f.Fuzz(func(t *testing.T, key, owner string, ttlMs uint16, ops []byte) {
+	f.Fuzz(func(t *testing.T, key, owner, id string, ttlMs uint16, ops []byte) {
 		if key == "" || owner == "" || len(key) > 1<<10 || len(owner) > locker.MaxOwnerLen || key == sentinelKey {
 			t.Skip("the Client refuses such inputs")
 		}
@@ -55,25 +63,30 @@ func FuzzBackendsAgree(f *testing.F) {
 		// Leases of 10 to about 75 seconds: nothing expires while one input runs.
 		ttl := 10*time.Second + time.Duration(ttlMs)*time.Millisecond
 		owners := [2]string{owner, owner + "#2"}
+		ids := [3]string{"", id, id + "#2"}
 
 		for i, op := range ops {
-			o := owners[op/5%2]
+			o, rid, flag := owners[op/5%2], ids[op/10%3], op/30%2 == 1
 			switch op % 5 {
 			case 0:
-				a, errA := mem.Acquire(ctx, locker.AcquireRequest{Key: key, Owner: o, TTL: ttl})
-				b, errB := red.Acquire(ctx, locker.AcquireRequest{Key: key, Owner: o, TTL: ttl})
+				req := locker.AcquireRequest{Key: key, Owner: o, TTL: ttl, ID: rid, Fence: flag}
+				a, errA := mem.Acquire(ctx, req)
+				b, errB := red.Acquire(ctx, req)
 				if errA != nil || errB != nil {
-					t.Fatalf("op %d Acquire(%q): memory %v, redis %v", i, o, errA, errB)
+					t.Fatalf("op %d Acquire(%+v): memory %v, redis %v", i, req, errA, errB)
 				}
-				if a.Holds != b.Holds {
-					t.Fatalf("op %d Acquire(%q): memory holds %d, redis holds %d", i, o, a.Holds, b.Holds)
+				if a.Holds != b.Holds || a.Token != b.Token {
+					t.Fatalf("op %d Acquire(%+v): memory %+v, redis %+v", i, req, a, b)
 				}
-				if a.Holds == 0 && (a.TTL <= 0 || b.TTL <= 0 || a.TTL > ttl+time.Millisecond || b.TTL > ttl+time.Millisecond) {
+				// A call sent again whose hold is gone, or one taken back, is refused with TTL 0.
+				resent := rid != "" && a.TTL == 0 && b.TTL == 0
+				if a.Holds == 0 && !resent && (a.TTL <= 0 || b.TTL <= 0 || a.TTL > ttl+time.Millisecond || b.TTL > ttl+time.Millisecond) {
 					t.Fatalf("op %d Acquire(%q) refused: memory TTL %v, redis TTL %v, want both in (0, %v]", i, o, a.TTL, b.TTL, ttl)
 				}
 			case 1:
-				a, errA := mem.Release(ctx, locker.ReleaseRequest{Key: key, Owner: o})
-				b, errB := red.Release(ctx, locker.ReleaseRequest{Key: key, Owner: o})
+				req := locker.ReleaseRequest{Key: key, Owner: o, ID: rid, Undo: flag && rid != ""}
+				a, errA := mem.Release(ctx, req)
+				b, errB := red.Release(ctx, req)
 				if notHeld(errA) != notHeld(errB) || (errA == nil) != (errB == nil) {
 					t.Fatalf("op %d Release(%q): memory %d, %v; redis %d, %v", i, o, a, errA, b, errB)
 				}
@@ -107,18 +120,22 @@ func FuzzBackendsAgree(f *testing.F) {
 		}
 		st := compareInspect(ctx, t, mem, red, key, ttl, len(ops))
 
-		// Nothing but the lock (while held) and the sentinel is on the server, and the sentinel
-		// is untouched.
+		// Nothing but the lock (while held), its companions (request markers, the fencing
+		// counter) and the sentinel is on the server, and the sentinel is untouched.
 		if v, err := rdb.Get(ctx, sentinelKey).Result(); err != nil || v != "intact" {
 			t.Fatalf("sentinel key after the sequence: %q, %v; want \"intact\"", v, err)
 		}
-		keys := m.Keys()
-		want := 1
-		if st.Locked {
-			want = 2
+		allowed := map[string]bool{sentinelKey: true, redislock.FenceKey(key): true}
+		for _, rid := range ids[1:] {
+			allowed[redislock.MarkerKey(key, rid)] = true
 		}
-		if len(keys) != want {
-			t.Fatalf("keys on the server after the sequence: %q; want the sentinel and, if locked, %q", keys, key)
+		if st.Locked {
+			allowed[key] = true
+		}
+		for _, k := range m.Keys() {
+			if !allowed[k] {
+				t.Fatalf("key %q on the server after the sequence; want only the sentinel, the lock %q and its companions", k, key)
+			}
 		}
 		if st.Locked {
 			fields, err := rdb.HGetAll(ctx, key).Result()

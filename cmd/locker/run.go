@@ -24,6 +24,10 @@ same stdin, stdout and stderr while the watchdog renews the lease (every --ttl/3
 releases the lock when the command exits. SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded
 to the command (at a terminal, Ctrl-C reaches it from the terminal as well).
 
+With --fencing, the command finds the lock's fencing token in $LOCKER_FENCING_TOKEN: a
+number that grows with every new holder of the key. Pass it with the writes the command makes,
+and have the storage refuse a token lower than one it has already seen.
+
 If the lock is lost while the command runs (the lease could not be renewed: the lock was
 forced away, or Redis was unreachable until the lease may have expired), it prints
 "locker: lock KEY lost; terminating the command", sends the command SIGTERM, then SIGKILL
@@ -44,6 +48,7 @@ Exit status:
 		fs.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lease length; renewed every ttl/3, so a crashed holder blocks others for at most about ttl")
 		fs.DurationVar(&cfg.Wait, "wait", cfg.Wait, "how long to wait for the lock: 0 tries once, a negative duration (-1s) waits forever")
 		fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after the lock is lost, how long the command has between SIGTERM and SIGKILL")
+		fs.BoolVar(&cfg.Fencing, "fencing", false, "take a fencing token and pass it to the command as $"+tokenEnv+" (keeps a counter key per lock key on the server)")
 		cf := addConnFlags(fs, false)
 		return func(ctx context.Context, s *streams, argv []string) error {
 			if err := cfg.validate(argv); err != nil {
@@ -64,7 +69,12 @@ type runConfig struct {
 	TTL   time.Duration // lease length
 	Wait  time.Duration // how long to wait for the lock: 0 once, < 0 forever
 	Grace time.Duration // between SIGTERM and SIGKILL when the lock is lost
+	// Fencing takes a fencing token and passes it to the command in tokenEnv.
+	Fencing bool
 }
+
+// tokenEnv is the environment variable that carries the lease's fencing token to the command.
+const tokenEnv = "LOCKER_FENCING_TOKEN"
 
 func (c runConfig) validate(argv []string) error {
 	switch {
@@ -83,7 +93,11 @@ func (c runConfig) validate(argv []string) error {
 // runLocked holds the lock on cfg.Key while the command argv runs, and returns an *exitError
 // with the exit status (nil for 0).
 func runLocked(ctx context.Context, s *streams, cfg runConfig, backend locker.Locker, argv []string) error {
-	client := locker.New(backend, locker.WithTTL(cfg.TTL))
+	opts := []locker.Option{locker.WithTTL(cfg.TTL)}
+	if cfg.Fencing {
+		opts = append(opts, locker.WithFencing())
+	}
+	client := locker.New(backend, opts...)
 	defer client.Close()
 	lease, err := acquire(ctx, client, cfg)
 	if err != nil {
@@ -158,6 +172,9 @@ func supervise(s *streams, cfg runConfig, lease *locker.Lease, argv []string, si
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.in, s.out, s.err
+	if cfg.Fencing {
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", tokenEnv, lease.Token()))
+	}
 	if err := cmd.Start(); err != nil {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 			return exitNotFound, false, err

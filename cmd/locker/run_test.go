@@ -40,6 +40,7 @@ func TestMain(m *testing.M) {
 //	signals       prints "ready PID", then at SIGINT, SIGTERM, SIGHUP or SIGQUIT prints
 //	              "got SIGNAL" and dies of that signal
 //	ignore-term   ignores SIGTERM, prints "ready PID" and sleeps until killed
+//	env NAME      prints the value of the environment variable NAME
 //	locker ARGS   is the locker command, with this process's stdio and signals
 func helper(args []string) int {
 	switch {
@@ -61,6 +62,9 @@ func helper(args []string) int {
 		fmt.Printf("ready %d\n", os.Getpid())
 		time.Sleep(time.Minute) // until SIGKILL
 		return 99
+	case len(args) == 2 && args[0] == "env":
+		fmt.Println(os.Getenv(args[1]))
+		return 0
 	case len(args) > 0 && args[0] == "locker":
 		return run(args[1:], &streams{in: os.Stdin, out: os.Stdout, err: os.Stderr})
 	}
@@ -141,6 +145,27 @@ func TestRunExitStatus(t *testing.T) {
 		if st, err := lib.Inspect(context.Background(), "job"); err != nil || st.Locked {
 			t.Errorf("exit %d: after run the key is %+v, %v; want free", status, st, err)
 		}
+	}
+}
+
+// With --fencing, each run's command gets a larger token than the previous run's.
+func TestRunFencingToken(t *testing.T) {
+	t.Parallel()
+	url := startMiniredis(t)
+	var last uint64
+	for i := range 3 {
+		tio := newIO("", false)
+		tio.exec(t, 0, runArgs(url, "job", []string{"--fencing"}, child("env", tokenEnv))...)
+		token, err := strconv.ParseUint(strings.TrimSpace(tio.stdout.String()), 10, 64)
+		if err != nil || token <= last {
+			t.Fatalf("run %d: %s = %q (%v), want a number above %d", i, tokenEnv, tio.stdout, err, last)
+		}
+		last = token
+	}
+	tio := newIO("", false)
+	tio.exec(t, 0, runArgs(url, "job", nil, child("env", tokenEnv))...)
+	if got := strings.TrimSpace(tio.stdout.String()); got != "" {
+		t.Fatalf("without --fencing, %s = %q, want it unset", tokenEnv, got)
 	}
 }
 

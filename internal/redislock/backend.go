@@ -77,7 +77,8 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 // Release implements locker.Locker with release.lua: with req.ID, a marker key remembers the
 // outcome (or, with req.Undo, that the acquire with that ID was taken back).
 func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
-	keys := []string{req.Key}
+	keys := make([]string, 1, 2)
+	keys[0] = req.Key
 	markerMs, undo := "0", "0"
 	if req.ID != "" {
 		keys = append(keys, MarkerKey(req.Key, req.ID))

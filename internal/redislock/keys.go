@@ -54,22 +54,26 @@ func crc16(s string) uint16 {
 //   - A key without braces becomes its own tag: "job" gives "job{job}:locker:fence".
 //   - A key with braces but no valid tag (rare: "a{b", "x{}y") cannot keep its slot when
 //     anything is appended, so it gets a tag of its slot in front: "{<tag>}x{}y:locker:fence".
-func Companion(key, suffix string) string {
+func Companion(key, suffix string) string { return companion(key, suffix, "") }
+
+// companion is Companion(key, suffix+more), in one allocation.
+func companion(key, suffix, more string) string {
 	switch {
 	case hashTag(key) != key:
-		return key + ":locker:" + suffix
+		return key + ":locker:" + suffix + more
 	case strings.IndexByte(key, '{') < 0 && strings.IndexByte(key, '}') < 0:
-		return key + "{" + key + "}:locker:" + suffix
+		return key + "{" + key + "}:locker:" + suffix + more
 	default:
-		return "{" + slotTag(Slot(key)) + "}" + key + ":locker:" + suffix
+		return "{" + slotTag(Slot(key)) + "}" + key + ":locker:" + suffix + more
 	}
 }
 
-// FenceKey returns the name of the fencing counter of the lock key.
-func FenceKey(key string) string { return Companion(key, "fence") }
+// FenceKey returns the name of the fencing counter of the lock key: Companion(key, "fence").
+func FenceKey(key string) string { return companion(key, "fence", "") }
 
-// MarkerKey returns the name of the marker of request id on the lock key.
-func MarkerKey(key, id string) string { return Companion(key, "req:"+id) }
+// MarkerKey returns the name of the marker of request id on the lock key: Companion(key,
+// "req:"+id).
+func MarkerKey(key, id string) string { return companion(key, "req:", id) }
 
 // slotTag returns a short string whose slot is slot: the smallest number, in base 36, that
 // hashes to it. The table is built on first use (about 160,000 hashes).

@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -55,6 +56,44 @@ func TestMillis(t *testing.T) {
 	} {
 		if got := millis(tc.d); got != tc.want {
 			t.Errorf("millis(%v) = %s, want %s", tc.d, got, tc.want)
+		}
+	}
+}
+
+// A lock's companion keys (request markers, fencing counter) share its slot, start with its name
+// (an ACL key pattern for the locks covers them), and differ between keys and between IDs.
+func TestCompanionKeys(t *testing.T) {
+	keys := []string{"orders:42", "{user1}:lock", "a{b", "lock{tag}rest", "ü{ä}", "a}b{c}", "x{}y", "{}", "a}b", "}{", "job"}
+	seen := make(map[string]string)
+	for _, key := range keys {
+		for _, c := range []string{FenceKey(key), MarkerKey(key, "r1"), MarkerKey(key, "r{2}"), MarkerKey(key, "}")} {
+			if Slot(c) != Slot(key) {
+				t.Errorf("companion %q of %q: slot %d, the key's is %d", c, key, Slot(c), Slot(key))
+			}
+			if other, dup := seen[c]; dup {
+				t.Errorf("companion %q of %q is also one of %q", c, key, other)
+			}
+			seen[c] = key
+		}
+		if hashTag(key) != key || (!strings.ContainsAny(key, "{}")) {
+			if c := FenceKey(key); !strings.HasPrefix(c, key) {
+				t.Errorf("FenceKey(%q) = %q does not start with the key", key, c)
+			}
+		}
+	}
+	if got := MarkerKey("job", "r1"); got != "job{job}:locker:req:r1" {
+		t.Errorf("MarkerKey(job, r1) = %q", got)
+	}
+	if got := FenceKey("{user1}:lock"); got != "{user1}:lock:locker:fence" {
+		t.Errorf("FenceKey({user1}:lock) = %q", got)
+	}
+}
+
+// slotTag finds a tag for every slot.
+func TestSlotTag(t *testing.T) {
+	for slot := range uint16(16384) {
+		if tag := slotTag(slot); Slot("{"+tag+"}") != slot {
+			t.Fatalf("slotTag(%d) = %q, whose slot is %d", slot, tag, Slot("{"+tag+"}"))
 		}
 	}
 }
