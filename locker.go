@@ -101,8 +101,10 @@ type Acquisition struct {
 	// Token is the lock's fencing token when the request asked for one (Fence) and the lock was
 	// granted, 0 otherwise. Tokens of a key strictly increase with every new lock on it (Holds
 	// == 1) by any owner through any client that asks for them; a re-entry reports the token of
-	// the hold it re-enters. The counter behind them lives on the backend, next to the lock, and
-	// is as durable as the backend's data.
+	// the hold it re-enters. The counter behind them lives on the backend, next to the lock. The
+	// Redis backends seed it from the server's clock (microseconds since 1970), so tokens keep
+	// growing after the server lost its data, unless its clock went back; the memory backend
+	// counts from 1.
 	Token uint64
 }
 

@@ -123,8 +123,9 @@ func WithKeyPrefix(p string) Option {
 
 // WithFencing makes Lock and TryLock ask the backend for a fencing token, read with Lease.Token.
 // It costs no round trip; on a Redis backend it keeps one small counter key per lock key for ever
-// (the key's name plus ":locker:fence"). Every Client locking a key should use it, or none: a
-// lock taken without it does not advance the counter. Default: off, Token returns 0.
+// ("KEY{KEY}:locker:fence", or "KEY:locker:fence" for a key with a hash tag). Every Client
+// locking a key should use it, or none: a lock taken without it does not advance the counter.
+// Default: off, Token returns 0.
 func WithFencing() Option {
 	return func(c *config) { c.fence = true }
 }

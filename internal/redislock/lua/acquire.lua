@@ -1,7 +1,7 @@
 -- Acquire or re-enter a reentrant hash lock.
 -- KEYS[1]      the lock: a hash of owner token -> hold count, with the lease as its TTL
 -- KEYS[2]      with a request ID: this call's marker, which remembers its outcome
--- KEYS[#KEYS]  with fencing: the lock's fencing counter
+-- KEYS[#KEYS]  with fencing: the lock's fencing counter (the latest token)
 -- ARGV[1]      owner token
 -- ARGV[2]      lease in whole milliseconds
 -- ARGV[3]      how long the marker lives, in ms; '0' when the call has no request ID
@@ -35,7 +35,12 @@ if redis.call('exists', lock) == 0 or redis.call('hexists', lock, owner) == 1 th
   local token = 0
   if fence then
     if holds == 1 then
-      token = redis.call('incr', fence)
+      -- The next token is the counter plus one, or the server's clock in microseconds if that is
+      -- more: tokens keep growing after the server lost the counter (a restart without
+      -- persistence, a failover to a replica that missed it), unless its clock went back.
+      local now = redis.call('time')
+      token = math.max(current() + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
+      redis.call('set', fence, string.format('%d', token))
     else
       token = current()
     end
