@@ -246,6 +246,9 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait boo
 func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedError, error) {
 	if r.pending && time.Since(r.idSent) > RequestWindow/2 {
 		c.abandon(r)
+		if r.fresh {
+			r.owner = newOwnerToken() // the take-back removes every hold of the old one
+		}
 	}
 	if !r.pending {
 		r.id, r.idSent = c.ids.next(), time.Now()
@@ -253,7 +256,9 @@ func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedE
 			r.idSeq = c.opStart(r.full, r.owner)
 		}
 	}
-	res, err := c.backend.Acquire(ctx, AcquireRequest{Key: r.full, Owner: r.owner, TTL: r.cfg.ttl, ID: r.id, Fence: r.cfg.fence})
+	res, err := c.backend.Acquire(ctx, AcquireRequest{
+		Key: r.full, Owner: r.owner, TTL: r.cfg.ttl, ID: r.id, Fence: r.cfg.fence, Fresh: r.fresh,
+	})
 	if err != nil {
 		r.pending = !errors.Is(err, ErrInvalid)
 		if ctx.Err() != nil {
@@ -277,16 +282,16 @@ func (c *Client) abandon(r *request) {
 		return
 	}
 	r.pending = false
-	go c.undo(r.full, r.owner, r.id)
+	go c.undo(ReleaseRequest{Key: r.full, Owner: r.owner, ID: r.id, Undo: true, Fresh: r.fresh})
 }
 
 // undoTimeout bounds a background take-back of an acquire.
 const undoTimeout = 5 * time.Second
 
-func (c *Client) undo(full, owner, id string) {
+func (c *Client) undo(req ReleaseRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
 	defer cancel()
-	_, _ = c.backend.Release(ctx, ReleaseRequest{Key: full, Owner: owner, ID: id, Undo: true})
+	_, _ = c.backend.Release(ctx, req)
 }
 
 // contend tries until the lock is granted, the retry strategy gives up, ctx ends or the Client

@@ -117,14 +117,19 @@ type AcquireRequest struct {
 	Owner string        // the owner token
 	TTL   time.Duration // the lease to set; backends round it up to whole milliseconds
 
-	// ID, when not empty, names this call so that it takes effect at most once: the backend
-	// remembers the outcome for RequestWindow, and a call with the same ID within that time (a
-	// driver or the Client sending it again because the reply was lost) changes nothing. It
-	// reports the first call's outcome while the hold that call added is still there, and a
-	// refusal with TTL 0 once that hold is gone or was taken back (see ReleaseRequest.Undo).
-	// IDs must be unique per key: the Client draws a random 96-bit prefix per Client and adds
-	// a counter. Default "": no idempotence.
+	// ID, when not empty, names this call so that it takes effect at most once: a call with the
+	// same ID within RequestWindow (a driver or the Client sending it again because the reply
+	// was lost) changes nothing. It reports the first call's outcome while the hold that call
+	// added is still there, and a refusal with TTL 0 once that hold is gone or was taken back
+	// (see ReleaseRequest.Undo). IDs must be unique per key: the Client draws a random 96-bit
+	// prefix per Client and adds a counter. Default "": no idempotence.
 	ID string
+
+	// Fresh says that Owner held nothing on Key before this request: a new random token, as the
+	// Client makes for every Lock that is not a re-entry. A backend then recognises the request
+	// sent again by the owner's hold alone and need not remember the ID (on Redis: no marker key
+	// for a plain Lock). Default false: the backend remembers the ID for RequestWindow.
+	Fresh bool
 
 	// Fence asks for a fencing token in Acquisition.Token. On a Redis backend it costs one
 	// counter key per lock key, kept for ever (no round trip). Default false.
@@ -138,22 +143,29 @@ type ReleaseRequest struct {
 
 	// ID, when not empty, names this call so that it takes effect at most once, as
 	// AcquireRequest.ID does: a release sent again (its reply was lost) never removes a second
-	// hold, and reports the first call's remaining count. Default "".
+	// hold. While holds remain it reports the first call's remaining count; once the first call
+	// released the last hold there is nothing left to remove, and it returns ErrNotHeld (the
+	// backend remembers nothing for a final release, the common case). Default "".
 	ID string
 
 	// Undo, when set, makes this a take-back: ID is then the ID of an earlier Acquire of Owner
 	// on Key whose outcome the caller does not know (its ctx ended, or the call failed), and the
-	// call removes the hold that Acquire added, if it took effect and was not taken back
-	// already; otherwise it returns an error wrapping ErrNotHeld. When that Acquire has not
-	// reached the backend yet, the backend remembers the take-back for RequestWindow, and the
-	// Acquire, arriving later, is refused. Default false.
+	// call removes the hold that Acquire added (with Fresh: every hold of Owner, which can only
+	// come from that Acquire), if it took effect and was not taken back already; otherwise it
+	// returns an error wrapping ErrNotHeld. When that Acquire has not reached the backend yet,
+	// the backend remembers the take-back for RequestWindow, and the Acquire, arriving later, is
+	// refused. Default false.
 	Undo bool
+
+	// Fresh, with Undo, is the Fresh of the Acquire taken back. Ignored otherwise.
+	Fresh bool
 }
 
 // RequestWindow is how long a backend remembers a request ID (AcquireRequest.ID,
 // ReleaseRequest.ID): a call sent again later than this after the first may take effect twice.
-// The Client retries a call with the same ID only within half of it. On Redis each ID costs a
-// small key that lives this long.
+// The Client retries a call with the same ID only within half of it. On Redis, a re-entry, a
+// release that leaves holds and a take-back each leave a small marker key that lives this long;
+// a plain Lock and its final Unlock leave none.
 const RequestWindow = time.Minute
 
 // Renewal is one entry of a [Locker.Renew] batch: reset the lease of Key to TTL if Owner still

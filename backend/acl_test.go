@@ -69,9 +69,9 @@ var lockerACL = []string{
 	"-@all",
 	// The scripts, with the EVAL and SCRIPT LOAD fallbacks, and the commands they call.
 	"+evalsha", "+eval", "+script|load",
-	"+exists", "+hexists", "+hincrby", "+pexpire", "+pttl", "+hvals", "+del", "+spublish",
+	"+exists", "+hexists", "+hget", "+hincrby", "+hdel", "+pexpire", "+pttl", "+hvals", "+del", "+spublish",
 	// Request markers and fencing counters (redislock.MarkerKey, FenceKey: under the prefix).
-	"+get", "+set", "+incr",
+	"+get", "+set", "+time",
 	// Notices; go-redis pings an idle subscription, rueidis pings its connections.
 	"+ssubscribe", "+ping",
 	// rueidis: client-side caching (unless DisableCache) and its cluster probe of the address

@@ -68,6 +68,7 @@ func (s *suite) machine(rt *rapid.T) {
 	// (granted or not: a take-back of an unknown ID leaves a tombstone), every Release that
 	// released a hold.
 	var acquired, released []*modelRequest
+	everHeld := make(map[[2]string]bool) // (key, owner) pairs that were ever granted
 	nextID := 0
 	newID := func(t *rapid.T) string {
 		if !rapid.Bool().Draw(t, "with ID") {
@@ -76,48 +77,110 @@ func (s *suite) machine(rt *rapid.T) {
 		nextID++
 		return fmt.Sprintf("req-%d", nextID)
 	}
+	// drawFresh says whether an acquire of owner on key may claim Fresh: only an owner that
+	// never held the key, and not always.
+	drawFresh := func(t *rapid.T, key, owner string) bool {
+		return !everHeld[[2]string{key, owner}] && rapid.Bool().Draw(t, "fresh")
+	}
+
+	// acquire sends req and checks the outcome against the model, a re-entry of a fresh owner's
+	// request (sent again) included, and follows it.
+	acquire := func(t *rapid.T, req locker.AcquireRequest, how string) locker.Acquisition {
+		key, owner := req.Key, req.Owner
+		t0 := time.Now()
+		a, err := b.Acquire(ctx, req)
+		t1 := time.Now()
+		if err != nil {
+			t.Fatalf("%s(%+v): %v", how, req, err)
+		}
+		l, st := m.state(key, t0, t1)
+		what := fmt.Sprintf("%s(%+v) = %+v", how, req, a)
+		held := st != free && l.owner == owner
+		regranted := st == unknown && a.Holds == 1 && a.Token > m.fences[key] // expired, then new
+		switch {
+		case held && req.Fresh && a.Holds == l.holds && !regranted:
+			// A fresh owner's hold can only come from this request, sent again: the holds stay,
+			// the lease is reset.
+			m.checkToken(t, what, req, false, a)
+			m.set(key, owner, a.Holds, t0, t1, req.TTL)
+		case held && !req.Fresh && a.Holds == l.holds+1:
+			m.checkToken(t, what, req, false, a)
+			m.set(key, owner, a.Holds, t0, t1, req.TTL)
+		case st != live && a.Holds == 1: // free, or expired during the call
+			m.checkToken(t, what, req, true, a)
+			m.set(key, owner, 1, t0, t1, req.TTL)
+		case st != free && !held && a.Holds == 0:
+			checkTTL(t, what, a.TTL, l, t0, t1)
+		case st == free:
+			t.Fatalf("%s: the key is free, want Holds 1", what)
+		case held && req.Fresh:
+			t.Fatalf("%s: %s holds the key %d times from this request, want them reported unchanged", what, owner, l.holds)
+		case held:
+			t.Fatalf("%s: %s holds the key %d times, want Holds %d", what, owner, l.holds, l.holds+1)
+		default:
+			t.Fatalf("%s: %s holds the key %d times, want a refusal", what, l.owner, l.holds)
+		}
+		if a.Acquired() {
+			everHeld[[2]string{key, owner}] = true
+		}
+		return a
+	}
+
+	// release sends req (not a take-back) and checks the outcome against the model, and follows
+	// it.
+	release := func(t *rapid.T, req locker.ReleaseRequest, how string) (int, error) {
+		key, owner := req.Key, req.Owner
+		t0 := time.Now()
+		n, err := b.Release(ctx, req)
+		t1 := time.Now()
+		l, st := m.state(key, t0, t1)
+		what := fmt.Sprintf("%s(%+v) = %d, %v", how, req, n, err)
+		if err != nil && !errors.Is(err, locker.ErrNotHeld) {
+			t.Fatalf("%s: want nil or an error wrapping ErrNotHeld", what)
+		}
+		switch {
+		case st == free || l.owner != owner:
+			if err == nil {
+				t.Fatalf("%s: %s does not hold the key, want ErrNotHeld", what, owner)
+			}
+		case err != nil && st == unknown:
+			delete(m.locks, key) // it expired during the call
+		case err != nil:
+			t.Fatalf("%s: %s holds the key with %d, want %d left", what, owner, l.holds, l.holds-1)
+		case n != l.holds-1:
+			t.Fatalf("%s: want %d left", what, l.holds-1)
+		case n == 0:
+			delete(m.locks, key)
+		default:
+			l.holds = n // the lease is left as it was
+		}
+		return n, err
+	}
+
 	rt.Repeat(map[string]func(*rapid.T){
 		"Acquire": func(t *rapid.T) {
 			key, owner, ttl := drawKey(t), drawOwner(t), drawTTL(t)
-			req := locker.AcquireRequest{Key: key, Owner: owner, TTL: ttl, ID: newID(t), Fence: rapid.Bool().Draw(t, "fence")}
-			t0 := time.Now()
-			a, err := b.Acquire(ctx, req)
-			t1 := time.Now()
-			if err != nil {
-				t.Fatalf("Acquire(%+v): %v", req, err)
-			}
-			l, st := m.state(key, t0, t1)
-			what := fmt.Sprintf("Acquire(%+v) = %+v", req, a)
-			reentry := st != free && l.owner == owner
-			switch {
-			case reentry && a.Holds == l.holds+1:
-				m.checkToken(t, what, req, false, a)
-				m.set(key, owner, a.Holds, t0, t1, ttl)
-			case st != live && a.Holds == 1: // free, or expired during the call
-				m.checkToken(t, what, req, true, a)
-				m.set(key, owner, 1, t0, t1, ttl)
-			case st != free && !reentry && a.Holds == 0:
-				checkTTL(t, what, a.TTL, l, t0, t1)
-			case st == free:
-				t.Fatalf("%s: the key is free, want Holds 1", what)
-			case reentry:
-				t.Fatalf("%s: %s holds the key %d times, want Holds %d", what, owner, l.holds, l.holds+1)
-			default:
-				t.Fatalf("%s: %s holds the key %d times, want a refusal", what, l.owner, l.holds)
-			}
+			req := locker.AcquireRequest{Key: key, Owner: owner, TTL: ttl, ID: newID(t),
+				Fence: rapid.Bool().Draw(t, "fence"), Fresh: drawFresh(t, key, owner)}
+			a := acquire(t, req, "Acquire")
 			if req.ID != "" && a.Acquired() {
 				acquired = append(acquired, &modelRequest{acquire: req, holds: a.Holds})
 			}
 		},
 		"AcquireAgain": func(t *rapid.T) {
-			// A granted (or taken back) Acquire sent again: it changes nothing and reports the
-			// first outcome while its owner holds the key and it was not taken back; a refusal
-			// with TTL 0 otherwise.
+			// A granted (or taken back) Acquire sent again. Taken back: refused with TTL 0. A
+			// fresh owner's: recognised by its hold, else an acquire like any other. Another
+			// owner's: remembered, it changes nothing and reports the first outcome while the
+			// owner holds the key, a refusal with TTL 0 otherwise.
 			if len(acquired) == 0 {
 				t.Skip("no Acquire with an ID yet")
 			}
 			r := rapid.SampledFrom(acquired).Draw(t, "request")
 			req := r.acquire
+			if req.Fresh && !r.undone {
+				acquire(t, req, "Acquire again")
+				return
+			}
 			t0 := time.Now()
 			a, err := b.Acquire(ctx, req)
 			t1 := time.Now()
@@ -139,18 +202,20 @@ func (s *suite) machine(rt *rapid.T) {
 			}
 		},
 		"Undo": func(t *rapid.T) {
-			// Take back a granted Acquire, or one that never came (a fresh ID).
+			// Take back a granted Acquire, or one that never came (a fresh ID). A fresh owner's
+			// take-back removes every hold of the owner (they can only come from that request).
 			var r *modelRequest
 			if len(acquired) > 0 && rapid.Bool().Draw(t, "known") {
 				r = rapid.SampledFrom(acquired).Draw(t, "request")
 			} else {
 				nextID++
+				key, owner := drawKey(t), drawOwner(t)
 				r = &modelRequest{acquire: locker.AcquireRequest{
-					Key: drawKey(t), Owner: drawOwner(t), TTL: drawTTL(t), ID: fmt.Sprintf("req-%d", nextID),
+					Key: key, Owner: owner, TTL: drawTTL(t), ID: fmt.Sprintf("req-%d", nextID), Fresh: drawFresh(t, key, owner),
 				}}
 				acquired = append(acquired, r)
 			}
-			req := locker.ReleaseRequest{Key: r.acquire.Key, Owner: r.acquire.Owner, ID: r.acquire.ID, Undo: true}
+			req := locker.ReleaseRequest{Key: r.acquire.Key, Owner: r.acquire.Owner, ID: r.acquire.ID, Undo: true, Fresh: r.acquire.Fresh}
 			t0 := time.Now()
 			n, err := b.Release(ctx, req)
 			t1 := time.Now()
@@ -159,61 +224,48 @@ func (s *suite) machine(rt *rapid.T) {
 			if err != nil && !errors.Is(err, locker.ErrNotHeld) {
 				t.Fatalf("%s: want nil or an error wrapping ErrNotHeld", what)
 			}
-			applies := r.holds > 0 && !r.undone && st != free && l.owner == req.Owner
+			applies := (r.holds > 0 || req.Fresh) && !r.undone && st != free && l.owner == req.Owner
+			left := 0
+			if applies && !req.Fresh {
+				left = l.holds - 1
+			}
 			r.undone = true
 			switch {
-			case applies && err == nil && n == l.holds-1:
+			case applies && err == nil && n == left:
 				if l.holds = n; n == 0 {
 					delete(m.locks, req.Key)
 				}
 			case applies && err != nil && st == unknown:
 				delete(m.locks, req.Key)
 			case applies:
-				t.Fatalf("%s: want the hold taken back, %d left", what, l.holds-1)
+				t.Fatalf("%s: want the hold taken back, %d left", what, left)
 			case err == nil:
 				t.Fatalf("%s: nothing to take back, want ErrNotHeld", what)
 			}
 		},
 		"ReleaseAgain": func(t *rapid.T) {
-			// A Release sent again reports the first outcome and changes nothing.
+			// A Release sent again while holds remain reports the first outcome and changes
+			// nothing; after the last hold, nothing is remembered: it is a release like any other.
 			if len(released) == 0 {
 				t.Skip("no Release with an ID yet")
 			}
 			r := rapid.SampledFrom(released).Draw(t, "request")
+			if r.holds == 0 {
+				if n, err := release(t, r.release, "Release again"); err == nil {
+					r.holds = n // remembered now if holds remain
+				}
+				return
+			}
 			n, err := b.Release(ctx, r.release)
 			if err != nil || n != r.holds {
 				t.Fatalf("Release again(%+v) = %d, %v; want the first outcome, %d, and no change", r.release, n, err, r.holds)
 			}
 		},
 		"Release": func(t *rapid.T) {
-			key, owner := drawKey(t), drawOwner(t)
-			req := locker.ReleaseRequest{Key: key, Owner: owner, ID: newID(t)}
-			t0 := time.Now()
-			n, err := b.Release(ctx, req)
-			t1 := time.Now()
+			req := locker.ReleaseRequest{Key: drawKey(t), Owner: drawOwner(t), ID: newID(t)}
+			n, err := release(t, req, "Release")
 			if err == nil && req.ID != "" {
 				released = append(released, &modelRequest{release: req, holds: n})
-			}
-			l, st := m.state(key, t0, t1)
-			what := fmt.Sprintf("Release(%+v) = %d, %v", req, n, err)
-			if err != nil && !errors.Is(err, locker.ErrNotHeld) {
-				t.Fatalf("%s: want nil or an error wrapping ErrNotHeld", what)
-			}
-			switch {
-			case st == free || l.owner != owner:
-				if err == nil {
-					t.Fatalf("%s: %s does not hold the key, want ErrNotHeld", what, owner)
-				}
-			case err != nil && st == unknown:
-				delete(m.locks, key) // it expired during the call
-			case err != nil:
-				t.Fatalf("%s: %s holds the key with %d, want %d left", what, owner, l.holds, l.holds-1)
-			case n != l.holds-1:
-				t.Fatalf("%s: want %d left", what, l.holds-1)
-			case n == 0:
-				delete(m.locks, key)
-			default:
-				l.holds = n // the lease is left as it was
 			}
 		},
 		"Renew": func(t *rapid.T) {

@@ -151,6 +151,10 @@ func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker
 		}
 		return locker.Acquisition{}, nil
 	}
+	if req.Fresh && l != nil && l.owner == owner && m.bug != "request-id-ignored" {
+		l.expires = m.lease(req.TTL)
+		return locker.Acquisition{Holds: l.holds, Token: m.token(req)}, nil
+	}
 	if l == nil && m.bug == "non-atomic-acquire" {
 		m.mu.Unlock()
 		runtime.Gosched()
@@ -174,7 +178,9 @@ func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker
 	default:
 		return locker.Acquisition{TTL: time.Until(l.expires)}, nil
 	}
-	m.remember(key, req.ID, l.holds)
+	if !req.Fresh {
+		m.remember(key, req.ID, l.holds)
+	}
 	return locker.Acquisition{Holds: l.holds, Token: m.token(req)}, nil
 }
 
@@ -195,7 +201,7 @@ func (m *mutant) Release(ctx context.Context, req locker.ReleaseRequest) (int, e
 		}
 		done, ok := m.markers[key+" "+req.ID]
 		m.markers[key+" "+req.ID] = 0
-		if !ok || done == 0 {
+		if (ok && done == 0) || (!ok && !req.Fresh) {
 			return 0, fmt.Errorf("mutant: %w", locker.ErrNotHeld)
 		}
 	} else if done, ok := m.marker(key, req.ID); ok {
@@ -208,8 +214,12 @@ func (m *mutant) Release(ctx context.Context, req locker.ReleaseRequest) (int, e
 	case l == nil || l.owner != owner:
 		return 0, fmt.Errorf("mutant: %w", locker.ErrNotHeld)
 	}
-	l.holds--
-	if !req.Undo {
+	if req.Undo && req.Fresh {
+		l.holds = 0
+	} else {
+		l.holds--
+	}
+	if !req.Undo && l.holds > 0 {
 		m.remember(key, req.ID, l.holds)
 	}
 	if l.holds == 0 {

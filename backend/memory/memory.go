@@ -85,6 +85,10 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 			return locker.Acquisition{}, nil
 		}
 	}
+	if req.Fresh && e != nil && e.owner == req.Owner {
+		e.expires = now.Add(ttl) // this very request, sent again
+		return locker.Acquisition{Holds: e.holds, Token: b.token(req)}, nil
+	}
 	switch {
 	case e == nil:
 		if b.locks == nil {
@@ -105,7 +109,9 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	default:
 		return locker.Acquisition{TTL: e.expires.Sub(now)}, nil
 	}
-	b.remember(req.Key, req.ID, e.holds, now)
+	if !req.Fresh {
+		b.remember(req.Key, req.ID, e.holds, now)
+	}
 	return locker.Acquisition{Holds: e.holds, Token: b.token(req)}, nil
 }
 
@@ -130,13 +136,14 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
+	undo := req.Undo && req.ID != ""
 	if req.ID != "" {
 		done, ok := b.marker(req.Key, req.ID, now)
 		switch {
-		case req.Undo && (!ok || done == 0):
+		case undo && ((ok && done == 0) || (!ok && !req.Fresh)):
 			b.remember(req.Key, req.ID, 0, now) // the Acquire, if it comes, is refused
 			return 0, fmt.Errorf("memory: undo %q: %w", req.Key, locker.ErrNotHeld)
-		case req.Undo:
+		case undo:
 			b.remember(req.Key, req.ID, 0, now)
 		case ok:
 			return done, nil // a call sent again: the first outcome
@@ -146,8 +153,12 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 	if e == nil || e.owner != req.Owner {
 		return 0, fmt.Errorf("memory: release %q: %w", req.Key, locker.ErrNotHeld)
 	}
-	e.holds--
-	if !req.Undo {
+	if undo && req.Fresh {
+		e.holds = 0 // a fresh owner's holds all come from the acquire taken back
+	} else {
+		e.holds--
+	}
+	if !undo && e.holds > 0 {
 		b.remember(req.Key, req.ID, e.holds, now)
 	}
 	if e.holds == 0 {

@@ -56,12 +56,10 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		keys = append(keys, MarkerKey(req.Key, req.ID))
 		markerMs = requestWindowMillis
 	}
-	fence := "0"
 	if req.Fence {
 		keys = append(keys, FenceKey(req.Key))
-		fence = "1"
 	}
-	r, err := b.d.Eval(ctx, AcquireScript, keys, []string{req.Owner, millis(req.TTL), markerMs, fence})
+	r, err := b.d.Eval(ctx, AcquireScript, keys, []string{req.Owner, millis(req.TTL), markerMs, flag(req.Fence), flag(req.Fresh)})
 	if err != nil {
 		return locker.Acquisition{}, b.fail(ctx, "acquire", req.Key, err)
 	}
@@ -79,15 +77,13 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
 	keys := make([]string, 1, 2)
 	keys[0] = req.Key
-	markerMs, undo := "0", "0"
+	markerMs := "0"
 	if req.ID != "" {
 		keys = append(keys, MarkerKey(req.Key, req.ID))
 		markerMs = requestWindowMillis
-		if req.Undo {
-			undo = "1"
-		}
 	}
-	r, err := b.d.Eval(ctx, ReleaseScript, keys, []string{req.Owner, Channel(req.Key), markerMs, undo})
+	undo := req.Undo && req.ID != ""
+	r, err := b.d.Eval(ctx, ReleaseScript, keys, []string{req.Owner, Channel(req.Key), markerMs, flag(undo), flag(undo && req.Fresh)})
 	if err != nil {
 		return 0, b.fail(ctx, "release", req.Key, err)
 	}
@@ -95,6 +91,14 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 		return 0, fmt.Errorf("%s: release %q: %w", b.prefix, req.Key, locker.ErrNotHeld)
 	}
 	return int(r.Int), nil
+}
+
+// flag is a boolean as the scripts take it.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 // requestWindowMillis is locker.RequestWindow in milliseconds, as the scripts take it.

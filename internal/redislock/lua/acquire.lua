@@ -1,19 +1,22 @@
 -- Acquire or re-enter a reentrant hash lock.
 -- KEYS[1]      the lock: a hash of owner token -> hold count, with the lease as its TTL
--- KEYS[2]      with a request ID: this call's marker, which remembers its outcome
+-- KEYS[2]      with a request ID: this call's marker (its outcome, or 0 once taken back)
 -- KEYS[#KEYS]  with fencing: the lock's fencing counter (the latest token)
 -- ARGV[1]      owner token
 -- ARGV[2]      lease in whole milliseconds
--- ARGV[3]      how long the marker lives, in ms; '0' when the call has no request ID
+-- ARGV[3]      how long a marker lives, in ms; '0' when the call has no request ID
 -- ARGV[4]      '1' to report a fencing token
+-- ARGV[5]      '1' when the owner is fresh: it held nothing on the lock before this request
 -- Returns {holds, token}: the owner's hold count after the call (>= 1) when acquired or
 -- re-entered, with the fencing token (0 without fencing); or, when another owner holds the lock,
 -- {minus the holder's remaining lease in ms (< 0; 0 if unknown), 0}.
--- A call whose marker exists was sent before: it changes nothing and reports the first outcome
--- while the owner still holds the lock, {0, 0} once the hold is gone or was taken back (marker 0).
+-- A request sent again changes nothing: a fresh owner's is recognised by its hold (no marker is
+-- written: the common case costs nothing), another owner's by its marker. Either reports the
+-- first outcome while the hold is there; a request taken back (marker 0) is refused with {0, 0}.
 local lock, owner = KEYS[1], ARGV[1]
 local marker = ARGV[3] ~= '0' and KEYS[2]
 local fence = ARGV[4] == '1' and KEYS[#KEYS]
+local fresh = ARGV[5] == '1'
 local function current()
   if not fence then
     return 0
@@ -29,7 +32,12 @@ if marker then
     return {0, 0}
   end
 end
-if redis.call('exists', lock) == 0 or redis.call('hexists', lock, owner) == 1 then
+local held = tonumber(redis.call('hget', lock, owner))
+if fresh and held then
+  redis.call('pexpire', lock, ARGV[2]) -- this very request, sent again
+  return {held, current()}
+end
+if held or redis.call('exists', lock) == 0 then
   local holds = redis.call('hincrby', lock, owner, 1)
   redis.call('pexpire', lock, ARGV[2])
   local token = 0
@@ -45,7 +53,7 @@ if redis.call('exists', lock) == 0 or redis.call('hexists', lock, owner) == 1 th
       token = current()
     end
   end
-  if marker then
+  if marker and not fresh then
     redis.call('set', marker, holds, 'px', ARGV[3])
   end
   return {holds, token}

@@ -4,20 +4,24 @@
 -- ARGV[1]  owner token
 -- ARGV[2]  the lock's notice channel (in the lock's cluster slot)
 -- ARGV[3]  how long a marker lives, in ms; '0' when the call has no request ID
--- ARGV[4]  '1' for a take-back: release the hold that the acquire with this ID added, if any
+-- ARGV[4]  '1' for a take-back: undo the acquire with this ID, if it took effect
+-- ARGV[5]  '1' when the acquire to take back was a fresh owner's (it wrote no marker)
 -- Returns the holds left (>= 0), or -1 when there is nothing to release: the owner holds no lock
 -- on the key, or (take-back) the acquire did not take effect. The lease is left as it is while
--- holds remain. A call whose marker exists was sent before: it changes nothing and reports the
--- first outcome.
+-- holds remain.
+-- A release sent again changes nothing: while holds remain its marker reports the first
+-- outcome; after the last hold there is nothing left to remove (and no marker is written).
+-- A take-back leaves the acquire's marker at 0, so that the acquire, if it arrives later, is
+-- refused; it removes the hold the acquire added: one hold, or a fresh owner's every hold.
 local lock, owner = KEYS[1], ARGV[1]
 local marker = ARGV[3] ~= '0' and KEYS[2]
 local undo = ARGV[4] == '1'
+local fresh = ARGV[5] == '1'
 if marker then
   local done = redis.call('get', marker)
   if undo then
-    -- Mark the acquire as taken back: if it has not arrived yet, it will be refused.
     redis.call('set', marker, 0, 'px', ARGV[3])
-    if not done or done == '0' then
+    if done == '0' or (not done and not fresh) then
       return -1
     end
   elseif done then
@@ -27,11 +31,16 @@ end
 if redis.call('hexists', lock, owner) == 0 then
   return -1
 end
-local left = redis.call('hincrby', lock, owner, -1)
-if marker and not undo then
-  redis.call('set', marker, left, 'px', ARGV[3])
+local left = 0
+if undo and fresh then
+  redis.call('hdel', lock, owner)
+else
+  left = redis.call('hincrby', lock, owner, -1)
 end
 if left > 0 then
+  if marker and not undo then
+    redis.call('set', marker, left, 'px', ARGV[3])
+  end
   return left
 end
 redis.call('del', lock)
