@@ -215,57 +215,77 @@ func Redis(url string, o RedisOptions) ([]Lib, error) {
 }
 
 // The scripts floor runs the canonical acquire and release scripts on one key with one owner,
-// with the arguments the backend sends (a 30s lease; the notice channel), through the driver's
-// script object: the server's work for a Lock+Unlock, without the Client.
-func scriptsCall() (key, owner, ttl, channel string) {
-	key = newKey("floor-scripts")
-	return key, "0123456789abcdef0123456789abcdef", "30000", redislock.Channel(key)
+// with the keys and arguments the backend sends for a plain Lock and Unlock (a fresh owner with
+// request IDs, a 30s lease, the notice channel), through the driver's script object: the
+// server's work for a Lock+Unlock, without the Client.
+type scriptsArgs struct {
+	acquireKeys, acquireArgs, releaseKeys, releaseArgs []string
+}
+
+func scriptsCall() scriptsArgs {
+	key, owner := newKey("floor-scripts"), "0123456789abcdef0123456789abcdef"
+	return scriptsArgs{
+		acquireKeys: []string{key, redislock.MarkerKey(key, "AAAAAAAAAAAAAAAA.1")},
+		acquireArgs: []string{owner, "30000", "mn"},
+		releaseKeys: []string{key, redislock.MarkerKey(key, "AAAAAAAAAAAAAAAA.2")},
+		releaseArgs: []string{owner, redislock.Channel(key), "m"},
+	}
+}
+
+// anys converts ss for drivers that take ...any.
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 func goredisScripts(c goredislib.Scripter) FloorOp {
 	acquire := goredislib.NewScript(redislock.AcquireScript.Source)
 	release := goredislib.NewScript(redislock.ReleaseScript.Source)
-	key, owner, ttl, channel := scriptsCall()
-	keys := []string{key}
+	a := scriptsCall()
+	acquireArgs, releaseArgs := anys(a.acquireArgs), anys(a.releaseArgs)
 	return func(ctx context.Context) error {
-		if err := acquire.Run(ctx, c, keys, owner, ttl).Err(); err != nil {
+		if err := acquire.Run(ctx, c, a.acquireKeys, acquireArgs...).Err(); err != nil {
 			return err
 		}
-		return release.Run(ctx, c, keys, owner, channel).Err()
+		return release.Run(ctx, c, a.releaseKeys, releaseArgs...).Err()
 	}
 }
 
 func rueidisScripts(c rueidis.Client) FloorOp {
 	acquire := rueidis.NewLuaScript(redislock.AcquireScript.Source)
 	release := rueidis.NewLuaScript(redislock.ReleaseScript.Source)
-	key, owner, ttl, channel := scriptsCall()
-	keys := []string{key}
+	a := scriptsCall()
 	return func(ctx context.Context) error {
-		if err := acquire.Exec(ctx, c, keys, []string{owner, ttl}).Error(); err != nil {
+		if err := acquire.Exec(ctx, c, a.acquireKeys, a.acquireArgs).Error(); err != nil {
 			return err
 		}
-		return release.Exec(ctx, c, keys, []string{owner, channel}).Error()
+		return release.Exec(ctx, c, a.releaseKeys, a.releaseArgs).Error()
 	}
 }
 
 func redigoScripts(p *redigolib.Pool) FloorOp {
-	acquire := redigolib.NewScript(1, redislock.AcquireScript.Source)
-	release := redigolib.NewScript(1, redislock.ReleaseScript.Source)
-	key, owner, ttl, channel := scriptsCall()
-	run := func(ctx context.Context, s *redigolib.Script, arg string) error {
+	acquire := redigolib.NewScript(2, redislock.AcquireScript.Source)
+	release := redigolib.NewScript(2, redislock.ReleaseScript.Source)
+	a := scriptsCall()
+	acquireArgs := anys(append(append([]string(nil), a.acquireKeys...), a.acquireArgs...))
+	releaseArgs := anys(append(append([]string(nil), a.releaseKeys...), a.releaseArgs...))
+	run := func(ctx context.Context, s *redigolib.Script, args []any) error {
 		conn, err := p.GetContext(ctx)
 		if err != nil {
 			return err
 		}
 		defer conn.Close()
-		_, err = s.DoContext(ctx, conn, key, owner, arg)
+		_, err = s.DoContext(ctx, conn, args...)
 		return err
 	}
 	return func(ctx context.Context) error {
-		if err := run(ctx, acquire, ttl); err != nil {
+		if err := run(ctx, acquire, acquireArgs); err != nil {
 			return err
 		}
-		return run(ctx, release, channel)
+		return run(ctx, release, releaseArgs)
 	}
 }
 

@@ -93,11 +93,11 @@ func TestNoScript(t *testing.T) {
 			}
 		}
 		flush()
-		r, err := d.Eval(ctx, redislock.AcquireScript, []string{"a"}, []string{"o", "1000", "0", "0"})
+		r, err := d.Eval(ctx, redislock.AcquireScript, []string{"a"}, []string{"o", "1000", ""})
 		if err != nil || len(r.Array) != 2 || r.Array[0] != 1 {
 			t.Fatalf("Eval after SCRIPT FLUSH: %+v, %v; want 1 hold", r, err)
 		}
-		if _, err := d.Eval(ctx, redislock.AcquireScript, []string{"b"}, []string{"o", "1000", "0", "0"}); err != nil {
+		if _, err := d.Eval(ctx, redislock.AcquireScript, []string{"b"}, []string{"o", "1000", ""}); err != nil {
 			t.Fatal(err)
 		}
 		flush()
@@ -180,7 +180,7 @@ func TestNoScriptCluster(t *testing.T) {
 	keys := []string{"a", "b", "c", "d", "e", "f"} // slots on all three masters
 	var calls []redislock.Call
 	for _, k := range keys {
-		if _, err := d.Eval(ctx, redislock.AcquireScript, []string{k}, []string{"o", "10000", "0", "0"}); err != nil {
+		if _, err := d.Eval(ctx, redislock.AcquireScript, []string{k}, []string{"o", "10000", ""}); err != nil {
 			t.Fatal(err)
 		}
 		calls = append(calls, redislock.Call{Keys: []string{k}, Args: []string{"o", "20000"}})

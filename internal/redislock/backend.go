@@ -46,20 +46,19 @@ func New(d Driver, name string) *Backend {
 	return &Backend{d: d, prefix: name, notices: newHub(d)}
 }
 
-// Acquire implements locker.Locker with acquire.lua: with req.ID, a marker key remembers the
-// outcome for locker.RequestWindow; with req.Fence, the counter at FenceKey gives the token.
+// Acquire implements locker.Locker with acquire.lua: with req.ID, the marker at MarkerKey
+// remembers the outcome (unless req.Fresh); with req.Fence, the counter at FenceKey gives the
+// token.
 func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
 	keys := make([]string, 1, 3)
 	keys[0] = req.Key
-	markerMs := "0"
 	if req.ID != "" {
 		keys = append(keys, MarkerKey(req.Key, req.ID))
-		markerMs = requestWindowMillis
 	}
 	if req.Fence {
 		keys = append(keys, FenceKey(req.Key))
 	}
-	r, err := b.d.Eval(ctx, AcquireScript, keys, []string{req.Owner, millis(req.TTL), markerMs, flag(req.Fence), flag(req.Fresh)})
+	r, err := b.d.Eval(ctx, AcquireScript, keys, []string{req.Owner, millis(req.TTL), flags(acquireFlags, req.ID != "", req.Fence, req.Fresh)})
 	if err != nil {
 		return locker.Acquisition{}, b.fail(ctx, "acquire", req.Key, err)
 	}
@@ -72,18 +71,17 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	return locker.Acquisition{TTL: time.Duration(-r.Array[0]) * time.Millisecond}, nil
 }
 
-// Release implements locker.Locker with release.lua: with req.ID, a marker key remembers the
-// outcome (or, with req.Undo, that the acquire with that ID was taken back).
+// Release implements locker.Locker with release.lua: with req.ID, the marker at MarkerKey
+// remembers the outcome while holds remain (or, with req.Undo, that the acquire with that ID was
+// taken back).
 func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
 	keys := make([]string, 1, 2)
 	keys[0] = req.Key
-	markerMs := "0"
 	if req.ID != "" {
 		keys = append(keys, MarkerKey(req.Key, req.ID))
-		markerMs = requestWindowMillis
 	}
 	undo := req.Undo && req.ID != ""
-	r, err := b.d.Eval(ctx, ReleaseScript, keys, []string{req.Owner, Channel(req.Key), markerMs, flag(undo), flag(undo && req.Fresh)})
+	r, err := b.d.Eval(ctx, ReleaseScript, keys, []string{req.Owner, Channel(req.Key), flags(releaseFlags, req.ID != "", undo, undo && req.Fresh)})
 	if err != nil {
 		return 0, b.fail(ctx, "release", req.Key, err)
 	}
@@ -93,16 +91,28 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 	return int(r.Int), nil
 }
 
-// flag is a boolean as the scripts take it.
-func flag(b bool) string {
-	if b {
-		return "1"
+// flags returns the scripts' flags argument: the letters of the conditions that hold, from sets
+// of eight spelled out below, so that no call builds a string.
+func flags(set *[8]string, a, b, c bool) string {
+	i := 0
+	if a {
+		i |= 1
 	}
-	return "0"
+	if b {
+		i |= 2
+	}
+	if c {
+		i |= 4
+	}
+	return set[i]
 }
 
-// requestWindowMillis is locker.RequestWindow in milliseconds, as the scripts take it.
-var requestWindowMillis = strconv.FormatInt(locker.RequestWindow.Milliseconds(), 10)
+var (
+	// acquireFlags: 'm' marker (request ID), 'f' fence, 'n' fresh owner.
+	acquireFlags = &[8]string{"", "m", "f", "mf", "n", "mn", "fn", "mfn"}
+	// releaseFlags: 'm' marker (request ID), 'u' take-back, 'n' of a fresh owner's acquire.
+	releaseFlags = &[8]string{"", "m", "u", "mu", "n", "mn", "un", "mun"}
+)
 
 // Renew implements locker.Locker with renew.lua: one call per group of keys that share a
 // cluster slot (any keys when not on a cluster), up to maxBatch keys a call, all calls in one

@@ -3,6 +3,8 @@ package redislock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,5 +80,15 @@ func TestCallsAreBounded(t *testing.T) {
 	defer cancelShort()
 	if got, _ := Bound(short); got != short {
 		t.Fatal("Bound replaced a ctx that had a deadline")
+	}
+}
+
+// The scripts keep markers for locker.RequestWindow, written out in their text.
+func TestMarkersLiveForTheRequestWindow(t *testing.T) {
+	want := fmt.Sprintf("'px', %d)", locker.RequestWindow.Milliseconds())
+	for _, s := range []*Script{AcquireScript, ReleaseScript} {
+		if n := strings.Count(s.Source, "'px', "); n == 0 || n != strings.Count(s.Source, want) {
+			t.Errorf("%s.lua: markers must live %s (locker.RequestWindow)", s.Name, want)
+		}
 	}
 }

@@ -4,9 +4,9 @@
 -- KEYS[#KEYS]  with fencing: the lock's fencing counter (the latest token)
 -- ARGV[1]      owner token
 -- ARGV[2]      lease in whole milliseconds
--- ARGV[3]      how long a marker lives, in ms; '0' when the call has no request ID
--- ARGV[4]      '1' to report a fencing token
--- ARGV[5]      '1' when the owner is fresh: it held nothing on the lock before this request
+-- ARGV[3]      flags: 'm' the call has a request ID (KEYS[2]), 'f' report a fencing token,
+--              'n' the owner is fresh: it held nothing on the lock before this request
+-- A marker lives 60000 ms (locker.RequestWindow).
 -- Returns {holds, token}: the owner's hold count after the call (>= 1) when acquired or
 -- re-entered, with the fencing token (0 without fencing); or, when another owner holds the lock,
 -- {minus the holder's remaining lease in ms (< 0; 0 if unknown), 0}.
@@ -14,9 +14,10 @@
 -- written: the common case costs nothing), another owner's by its marker. Either reports the
 -- first outcome while the hold is there; a request taken back (marker 0) is refused with {0, 0}.
 local lock, owner = KEYS[1], ARGV[1]
-local marker = ARGV[3] ~= '0' and KEYS[2]
-local fence = ARGV[4] == '1' and KEYS[#KEYS]
-local fresh = ARGV[5] == '1'
+local flags = ARGV[3]
+local marker = flags:find('m', 1, true) and KEYS[2]
+local fence = flags:find('f', 1, true) and KEYS[#KEYS]
+local fresh = flags:find('n', 1, true)
 local function current()
   if not fence then
     return 0
@@ -54,7 +55,7 @@ if held or redis.call('exists', lock) == 0 then
     end
   end
   if marker and not fresh then
-    redis.call('set', marker, holds, 'px', ARGV[3])
+    redis.call('set', marker, holds, 'px', 60000)
   end
   return {holds, token}
 end

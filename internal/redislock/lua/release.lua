@@ -3,9 +3,9 @@
 -- KEYS[2]  with a request ID: the marker of this call, or, for a take-back, of the acquire
 -- ARGV[1]  owner token
 -- ARGV[2]  the lock's notice channel (in the lock's cluster slot)
--- ARGV[3]  how long a marker lives, in ms; '0' when the call has no request ID
--- ARGV[4]  '1' for a take-back: undo the acquire with this ID, if it took effect
--- ARGV[5]  '1' when the acquire to take back was a fresh owner's (it wrote no marker)
+-- ARGV[3]  flags: 'm' the call has a request ID (KEYS[2]); 'u' a take-back: undo the acquire
+--          with this ID, if it took effect; 'n' that acquire was a fresh owner's (no marker)
+-- A marker lives 60000 ms (locker.RequestWindow).
 -- Returns the holds left (>= 0), or -1 when there is nothing to release: the owner holds no lock
 -- on the key, or (take-back) the acquire did not take effect. The lease is left as it is while
 -- holds remain.
@@ -14,13 +14,14 @@
 -- A take-back leaves the acquire's marker at 0, so that the acquire, if it arrives later, is
 -- refused; it removes the hold the acquire added: one hold, or a fresh owner's every hold.
 local lock, owner = KEYS[1], ARGV[1]
-local marker = ARGV[3] ~= '0' and KEYS[2]
-local undo = ARGV[4] == '1'
-local fresh = ARGV[5] == '1'
+local flags = ARGV[3]
+local marker = flags:find('m', 1, true) and KEYS[2]
+local undo = marker and flags:find('u', 1, true)
+local fresh = flags:find('n', 1, true)
 if marker then
   local done = redis.call('get', marker)
   if undo then
-    redis.call('set', marker, 0, 'px', ARGV[3])
+    redis.call('set', marker, 0, 'px', 60000)
     if done == '0' or (not done and not fresh) then
       return -1
     end
@@ -39,7 +40,7 @@ else
 end
 if left > 0 then
   if marker and not undo then
-    redis.call('set', marker, left, 'px', ARGV[3])
+    redis.call('set', marker, left, 'px', 60000)
   end
   return left
 end
