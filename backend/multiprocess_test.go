@@ -59,9 +59,9 @@ type workerSpec struct {
 	Timeout time.Duration // for the whole run, start signal included
 }
 
-// Four processes, each of a different driver (workerRoles), lock and unlock one key on one
-// server, each recording its calls with the shared monotonic clock and the fencing tokens it
-// got. The merged history must be that of one lock: linearizable (porcupine), without
+// Four processes, each with another driver or configuration (workerRoles), lock and unlock one
+// key on one server, each recording its calls with the shared monotonic clock and the fencing
+// tokens it got. The merged history must be that of one lock: linearizable (porcupine), without
 // overlapping holds, with tokens increasing in the order of the holds. On a violation the
 // test writes porcupine's HTML view of the history to a temporary directory and prints its path.
 //
