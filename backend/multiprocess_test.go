@@ -1,0 +1,256 @@
+// Mutual exclusion across OS processes: the test binary runs itself as workers of different
+// drivers, which take turns on one key of one real server and record what they saw; the merged
+// history is checked by internal/history (porcupine, overlaps, fencing tokens).
+package backend_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/goredis"
+	"github.com/hashlock/locker/internal/history"
+	"github.com/hashlock/locker/internal/redistest"
+)
+
+const (
+	// multiProcessOpsEnv overrides the number of Lock/Unlock cycles per worker process.
+	multiProcessOpsEnv = "LOCKER_MULTIPROCESS_OPS"
+	// defaultMultiProcessOps is the default number of cycles per worker (200 with -short).
+	defaultMultiProcessOps = 2000
+	// workerEnv carries a worker's workerSpec, as JSON, to the child process.
+	workerEnv = "LOCKER_MULTIPROCESS_WORKER"
+	// workerTTL is the workers' lease: far longer than any critical section, so no lease
+	// expires and every overlap is a bug.
+	workerTTL = 5 * time.Second
+)
+
+// workerRoles are the worker processes, one driver each: go-redis, rueidis, redigo, and go-redis
+// again with a pool of one connection (its Lock, Unlock and watchdog renewals queue for it).
+var workerRoles = append(append([]driver(nil), drivers...), driver{"goredis-pool1", func(t *testing.T, addr string) locker.Locker {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	return goredis.New(rdb)
+}})
+
+// workerSpec is what a worker process is told.
+type workerSpec struct {
+	Process int           // its number in the history, from 0
+	Driver  string        // the name of its workerRole
+	Addr    string        // the server
+	Key     string        // the lock's key
+	Ops     int           // Lock/Unlock cycles
+	Out     string        // where to write its history
+	Ready   string        // the list it pushes to once connected
+	Start   string        // the list it pops the start signal from
+	Timeout time.Duration // for the whole run, start signal included
+}
+
+// Four processes, each with another driver or configuration (workerRoles), lock and unlock one
+// key on one server, each recording its calls with the shared monotonic clock and the fencing
+// tokens it got. The merged history must be that of one lock: linearizable (porcupine), without
+// overlapping holds, with tokens increasing in the order of the holds. On a violation the
+// test writes porcupine's HTML view of the history to a temporary directory and prints its path.
+//
+// Each worker runs 2,000 cycles (about 10s under -race on two cores), 200 with -short;
+// LOCKER_MULTIPROCESS_OPS sets another count, for a longer run (10,000: about a minute, of
+// which porcupine takes 15s; its time grows about with the square of the history's length):
+//
+//	LOCKER_MULTIPROCESS_OPS=10000 go test -race -run '^TestMultiProcessExclusion$' -v ./backend/
+func TestMultiProcessExclusion(t *testing.T) {
+	n := multiProcessOps(t)
+	srv := redistest.StartServer(t)
+	dir := t.TempDir()
+	timeout := time.Minute + time.Duration(n*len(workerRoles))*5*time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
+	defer cancel()
+
+	type exit struct {
+		i   int
+		err error
+	}
+	exits := make(chan exit, len(workerRoles))
+	outputs := make([]*bytes.Buffer, len(workerRoles))
+	var paths []string
+	for i, role := range workerRoles {
+		spec := workerSpec{
+			Process: i, Driver: role.name, Addr: srv.Addr, Key: "multiprocess", Ops: n,
+			Out:   filepath.Join(dir, fmt.Sprintf("%d-%s.jsonl", i, role.name)),
+			Ready: "multiprocess:ready", Start: "multiprocess:start", Timeout: timeout,
+		}
+		paths = append(paths, spec.Out)
+		raw, err := json.Marshal(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestMultiProcessWorker$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), workerEnv+"="+string(raw))
+		outputs[i] = new(bytes.Buffer)
+		cmd.Stdout, cmd.Stderr = outputs[i], outputs[i]
+		cmd.WaitDelay = 5 * time.Second
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { exits <- exit{i, cmd.Wait()} }()
+	}
+	failed := func(e exit) {
+		t.Errorf("worker %d (%s): %v\n%s", e.i, workerRoles[e.i].name, e.err, outputs[e.i])
+	}
+
+	// Every worker has connected and waits for the start signal.
+	deadline := time.Now().Add(time.Minute)
+	for ready := 0; ready < len(workerRoles); {
+		select {
+		case e := <-exits:
+			failed(e)
+			t.FailNow() // the others end with ctx
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d workers ready after a minute", ready, len(workerRoles))
+		}
+		if v, err := redistest.Do(srv.Addr, 5*time.Second, "BLPOP", "multiprocess:ready", "1"); err != nil {
+			t.Fatal(err)
+		} else if v != nil {
+			ready++
+		}
+	}
+	start := time.Now()
+	push := []string{"RPUSH", "multiprocess:start"}
+	for range workerRoles {
+		push = append(push, "go")
+	}
+	srv.Do(t, push...)
+	for range workerRoles {
+		if e := <-exits; e.err != nil {
+			failed(e)
+		}
+	}
+	wall := time.Since(start)
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	ops, err := history.ReadFiles(paths...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := history.Check(ops, history.Options{Fenced: true, Timeout: timeout})
+	var roles []string
+	for i, r := range workerRoles {
+		roles = append(roles, fmt.Sprintf("p%d %s", i, r.name))
+	}
+	t.Logf("%d workers (%s) × %d Lock/Unlock: %v; workers' wall time %v",
+		len(workerRoles), strings.Join(roles, ", "), n, res, wall.Round(time.Millisecond))
+	if !res.OK() {
+		path, err := res.VisualizeTemp()
+		if err != nil {
+			t.Errorf("writing the visualization: %v", err)
+		}
+		t.Fatalf("%d violations:\n%s\nporcupine's view of the history: %s", len(res.Violations), strings.Join(res.Violations, "\n"), path)
+	}
+	if want := 2 * n * len(workerRoles); res.Ops != want || res.Processes != len(workerRoles) || res.Sections != n*len(workerRoles) {
+		t.Fatalf("checked %v, want %d ops of %d processes", res, want, len(workerRoles))
+	}
+	if res.Handoffs < len(workerRoles)-1 {
+		t.Fatalf("%d handoffs between %d processes", res.Handoffs, len(workerRoles))
+	}
+}
+
+// multiProcessOps returns the number of cycles per worker: LOCKER_MULTIPROCESS_OPS, or the
+// default.
+func multiProcessOps(t *testing.T) int {
+	if s := os.Getenv(multiProcessOpsEnv); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: want a positive number", multiProcessOpsEnv, s)
+		}
+		return n
+	}
+	if testing.Short() {
+		return 200
+	}
+	return defaultMultiProcessOps
+}
+
+// TestMultiProcessWorker is one worker process of TestMultiProcessExclusion: it connects with
+// its driver, waits for the start signal, runs its cycles and writes its history.
+func TestMultiProcessWorker(t *testing.T) {
+	raw := os.Getenv(workerEnv)
+	if raw == "" {
+		t.Skip("run by TestMultiProcessExclusion in a child process")
+	}
+	var spec workerSpec
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		t.Fatalf("%s: %v", workerEnv, err)
+	}
+	var role *driver
+	for i := range workerRoles {
+		if workerRoles[i].name == spec.Driver {
+			role = &workerRoles[i]
+		}
+	}
+	if role == nil {
+		t.Fatalf("no driver %q", spec.Driver)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), spec.Timeout)
+	defer cancel()
+	c := locker.New(role.new(t, spec.Addr), locker.WithTTL(workerTTL), locker.WithFencing())
+	defer c.Close()
+	if _, err := c.Inspect(ctx, spec.Key); err != nil { // connected before the start
+		t.Fatal(err)
+	}
+	if _, err := redistest.Do(spec.Addr, 5*time.Second, "RPUSH", spec.Ready, strconv.Itoa(spec.Process)); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := redistest.Do(spec.Addr, time.Minute+5*time.Second, "BLPOP", spec.Start, "60"); err != nil || v == nil {
+		t.Fatalf("no start signal within a minute: %v", err)
+	}
+	rec := history.NewRecorder(spec.Process)
+	err := cycles(ctx, c, spec.Key, spec.Ops, rec)
+	if werr := rec.WriteFile(spec.Out); werr != nil {
+		t.Fatal(werr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cycles locks and unlocks key n times, recording every operation in rec. The critical section
+// is a random 0–50µs of work that yields the processor. Any error ends it: a history holds
+// completed operations only.
+func cycles(ctx context.Context, c *locker.Client, key string, n int, rec *history.Recorder) error {
+	for i := range n {
+		call := history.Now()
+		l, err := c.Lock(ctx, key)
+		if err != nil {
+			return fmt.Errorf("cycle %d: %w", i, err)
+		}
+		rec.Acquired(call, l.Token(), l.Holds())
+		for end := history.Now() + rand.Int64N(50_000); history.Now() < end; {
+			runtime.Gosched()
+		}
+		if err := l.Context().Err(); err != nil {
+			return fmt.Errorf("cycle %d: the lease ended while held: %w", i, context.Cause(l.Context()))
+		}
+		call = history.Now()
+		if err := l.Unlock(); err != nil {
+			return fmt.Errorf("cycle %d: %w", i, err)
+		}
+		rec.Released(call)
+	}
+	return nil
+}
