@@ -91,6 +91,16 @@ type Locker interface {
 	Subscribe(ctx context.Context, key string) (notices <-chan struct{}, cancel func(), err error)
 }
 
+// FenceRaiser is implemented by a Locker that can raise a key's fencing counter. A backend made
+// of several Lockers (backend/quorum) uses it to keep its tokens increasing: after a new lock it
+// raises the counter of every node that granted it to the token it reports. All backends of this
+// module implement it.
+type FenceRaiser interface {
+	// RaiseFence sets the fencing counter of key to token if it is lower, so that the next new
+	// lock of key with Fence gets a larger token. It never lowers the counter.
+	RaiseFence(ctx context.Context, key string, token uint64) error
+}
+
 // Acquisition is what [Locker.Acquire] reports.
 type Acquisition struct {
 	// Holds is the owner's hold count after the call: 1 for a new lock, 2, 3… after re-entry,

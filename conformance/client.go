@@ -253,7 +253,7 @@ func expiryWithoutRenewal(e *env) {
 	if st := inspect(e, key); !st.Locked && time.Now().Before(start.Add(e.ttl-time.Millisecond)) {
 		t.Fatal("a fixed lease expired before its TTL")
 	}
-	endsLost(e, l, start.Add(e.ttl), "a fixed lease's context was still live at its TTL")
+	endsLost(e, l, acquired.Add(e.ttl), "a fixed lease's context was still live at its TTL")
 	if e.probe.total("Renew") != 0 {
 		t.Fatal("a fixed lease was renewed")
 	}
@@ -328,13 +328,14 @@ func failingRenewalsEndLease(e *env) {
 	e.probe.setFailRenew(true)
 	start := time.Now()
 	l := ok(c.Lock(ctx, key))(t)
+	acquired := time.Now() // the acquire was sent before: its lease ends by acquired+TTL
 	defer l.Unlock()
 	ended := endTime(l)
 	time.Sleep(e.ttl / 2)
 	if at, ok := ended(); ok && at.Before(start.Add(e.ttl/2)) {
 		t.Fatalf("the lease context ended after %v, half-way through the lease", at.Sub(start))
 	}
-	endsLost(e, l, start.Add(e.ttl), "renewals failed, yet the lease context was still live when the lease may have expired")
+	endsLost(e, l, acquired.Add(e.ttl), "renewals failed, yet the lease context was still live when the lease may have expired")
 	if e.probe.total("Renew") < 2 {
 		t.Fatalf("%d renewal attempts, want the watchdog to retry", e.probe.total("Renew"))
 	}

@@ -115,6 +115,22 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	return locker.Acquisition{Holds: e.holds, Token: b.token(req)}, nil
 }
 
+// RaiseFence implements [locker.FenceRaiser]: it sets key's fencing counter to token if lower.
+func (b *Backend) RaiseFence(ctx context.Context, key string, token uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.fences[key] < token {
+		if b.fences == nil {
+			b.fences = make(map[string]uint64)
+		}
+		b.fences[key] = token
+	}
+	return nil
+}
+
 // token is the fencing token to report for req: the key's counter, which a new lock with Fence
 // advanced (it does not move while the lock is held).
 func (b *Backend) token(req locker.AcquireRequest) uint64 {

@@ -44,6 +44,8 @@ var (
 	inspectLua string
 	//go:embed lua/force.lua
 	forceLua string
+	//go:embed lua/raise.lua
+	raiseLua string
 )
 
 // The canonical scripts; their reply formats are in the .lua files.
@@ -53,11 +55,12 @@ var (
 	RenewScript   = newScript("renew", renewLua)
 	InspectScript = newScript("inspect", inspectLua)
 	ForceScript   = newScript("force", forceLua)
+	RaiseScript   = newScript("raise", raiseLua)
 )
 
 // Scripts lists every canonical script.
 func Scripts() []*Script {
-	return []*Script{AcquireScript, ReleaseScript, RenewScript, InspectScript, ForceScript}
+	return []*Script{AcquireScript, ReleaseScript, RenewScript, InspectScript, ForceScript, RaiseScript}
 }
 
 // PrepareScripts wraps the source of every canonical script in a driver's script object, for an

@@ -1,0 +1,309 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashlock/locker"
+)
+
+// drift is the allowance for the nodes' clocks running at different rates during a lease, as
+// the Client's: 1% of the TTL plus 2ms.
+func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// Acquire implements locker.Locker: see the package documentation.
+func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
+	if b.err != nil {
+		return locker.Acquisition{}, b.err
+	}
+	start := time.Now()
+	res := all(ctx, b, min(b.timeout, req.TTL), func(ctx context.Context, n locker.Locker) (locker.Acquisition, error) {
+		return n.Acquire(ctx, req)
+	})
+	var (
+		holds    []int
+		refusals []time.Duration
+		errs     []error
+		invalid  error
+	)
+	for _, r := range res {
+		switch {
+		case errors.Is(r.err, locker.ErrInvalid):
+			invalid = r.err
+		case r.err != nil:
+			errs = append(errs, r.err)
+		case r.v.Acquired():
+			holds = append(holds, r.v.Holds)
+		default:
+			refusals = append(refusals, r.v.TTL)
+		}
+	}
+	if invalid != nil {
+		b.takeBack(ctx, req, res)
+		return locker.Acquisition{}, invalid
+	}
+	if len(holds) >= b.majority && time.Since(start) < req.TTL-drift(req.TTL) {
+		a := locker.Acquisition{Holds: kth(holds, b.majority)}
+		if req.Fence {
+			token, err := b.fence(ctx, req, res, a.Holds)
+			if err != nil {
+				b.takeBack(ctx, req, res)
+				return locker.Acquisition{}, err
+			}
+			a.Token = token
+		}
+		if time.Since(start) < req.TTL-drift(req.TTL) {
+			return a, nil
+		}
+	}
+	b.takeBack(ctx, req, res)
+	if len(holds)+len(errs) >= b.majority && len(errs) > 0 {
+		return locker.Acquisition{}, b.failure(ctx, "acquire", req.Key, len(res)-len(errs), errs)
+	}
+	if len(holds) >= b.majority {
+		return locker.Acquisition{}, fmt.Errorf("quorum: acquire %q: granted after %v, too late for a lease of %v: %w",
+			req.Key, time.Since(start), req.TTL, locker.ErrUnavailable)
+	}
+	// Refused by enough nodes: wait, at most, for the soonest end of a refusing holder's lease.
+	var wait time.Duration
+	for _, d := range refusals {
+		if d > 0 && (wait == 0 || d < wait) {
+			wait = d
+		}
+	}
+	return locker.Acquisition{TTL: wait}, nil
+}
+
+// fence returns the token of a granted acquire: the largest token of the nodes that hold the
+// majority's count. For a new lock it first raises the counter of every node that granted it to
+// that token, and needs a majority of them to succeed, so that any later majority (which shares
+// a node with them) draws a larger token.
+func (b *Backend) fence(ctx context.Context, req locker.AcquireRequest, res []outcome[locker.Acquisition], holds int) (uint64, error) {
+	var token uint64
+	for _, r := range res {
+		if r.err == nil && r.v.Acquired() && r.v.Holds >= holds {
+			token = max(token, r.v.Token)
+		}
+	}
+	if holds > 1 {
+		return token, nil // a re-entry: the counters were raised when the lock was new
+	}
+	raised := all(ctx, b, b.timeout, func(ctx context.Context, n locker.Locker) (struct{}, error) {
+		fr, ok := n.(locker.FenceRaiser)
+		if !ok {
+			return struct{}{}, fmt.Errorf("quorum: node %T cannot raise fencing counters: %w", n, locker.ErrInvalid)
+		}
+		return struct{}{}, fr.RaiseFence(ctx, req.Key, token)
+	})
+	var errs []error
+	ok := 0
+	for i, r := range raised {
+		if res[i].err != nil || !res[i].v.Acquired() {
+			continue // not a node of this lock
+		}
+		if r.err != nil {
+			errs = append(errs, r.err)
+		} else {
+			ok++
+		}
+	}
+	if ok < b.majority {
+		return 0, b.failure(ctx, "raise fence", req.Key, ok, errs)
+	}
+	return token, nil
+}
+
+// takeBack undoes a failed acquire on every node that granted it or may have: with a request
+// ID, a take-back (which also refuses the acquire if it is still on its way); without one, a
+// plain release of the nodes that granted it.
+func (b *Backend) takeBack(ctx context.Context, req locker.AcquireRequest, res []outcome[locker.Acquisition]) {
+	ctx = context.WithoutCancel(ctx)
+	undo := locker.ReleaseRequest{Key: req.Key, Owner: req.Owner, ID: req.ID, Undo: req.ID != "", Fresh: req.Fresh}
+	all(ctx, b, b.timeout, func(ctx context.Context, n locker.Locker) (struct{}, error) {
+		i := indexOf(b.nodes, n)
+		granted := res[i].err == nil && res[i].v.Acquired()
+		if granted || (undo.Undo && mayHaveActed(res[i].err)) {
+			_, err := n.Release(ctx, undo)
+			return struct{}{}, err
+		}
+		return struct{}{}, nil
+	})
+}
+
+func indexOf(nodes []locker.Locker, n locker.Locker) int {
+	for i, x := range nodes {
+		if x == n {
+			return i
+		}
+	}
+	return -1
+}
+
+// Release implements locker.Locker: it releases on every node and reports the majority's
+// remaining count; ErrNotHeld when a majority does not hold the lock.
+func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	res := all(ctx, b, b.timeout, func(ctx context.Context, n locker.Locker) (int, error) {
+		return n.Release(ctx, req)
+	})
+	var (
+		left      []int
+		notHeld   int
+		errs      []error
+		lastNotHeld error
+	)
+	for _, r := range res {
+		switch {
+		case r.err == nil:
+			left = append(left, r.v)
+		case errors.Is(r.err, locker.ErrNotHeld):
+			notHeld++
+			lastNotHeld = r.err
+		default:
+			errs = append(errs, r.err)
+		}
+	}
+	switch {
+	case len(left) >= b.majority:
+		return kth(left, b.majority), nil
+	case notHeld >= b.majority || (len(errs) == 0 && notHeld > 0):
+		return 0, fmt.Errorf("quorum: release %q: %d of %d nodes do not hold it: %w", req.Key, notHeld, len(b.nodes), lastNotHeld)
+	default:
+		return 0, b.failure(ctx, "release", req.Key, len(res)-len(errs), errs)
+	}
+}
+
+// Renew implements locker.Locker: an entry is renewed when a majority renewed it, not held when
+// a majority does not hold it, and unknown otherwise.
+func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
+	errs := make([]error, len(batch))
+	if b.err != nil {
+		for i := range errs {
+			errs[i] = b.err
+		}
+		return errs
+	}
+	res := all(ctx, b, b.timeout, func(ctx context.Context, n locker.Locker) ([]error, error) {
+		return n.Renew(ctx, batch), nil
+	})
+	for i, r := range batch {
+		renewed, notHeld := 0, 0
+		var failed []error
+		for _, node := range res {
+			var err error
+			if i < len(node.v) {
+				err = node.v[i]
+			} else {
+				err = fmt.Errorf("quorum: a node returned %d results for %d entries", len(node.v), len(batch))
+			}
+			switch {
+			case err == nil:
+				renewed++
+			case errors.Is(err, locker.ErrNotHeld):
+				notHeld++
+			default:
+				failed = append(failed, err)
+			}
+		}
+		switch {
+		case renewed >= b.majority:
+		case notHeld >= b.majority || renewed+len(failed) < b.majority:
+			errs[i] = fmt.Errorf("quorum: renew %q: %d of %d nodes do not hold it: %w", r.Key, notHeld, len(b.nodes), locker.ErrNotHeld)
+		default:
+			errs[i] = b.failure(ctx, "renew", r.Key, renewed+notHeld, failed)
+		}
+	}
+	return errs
+}
+
+// Inspect implements locker.Locker: the lock is held when a majority reports it held; then the
+// hold count and remaining lease are the largest that a majority reports.
+func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error) {
+	if b.err != nil {
+		return locker.State{}, b.err
+	}
+	res := all(ctx, b, b.timeout, func(ctx context.Context, n locker.Locker) (locker.State, error) {
+		return n.Inspect(ctx, key)
+	})
+	var (
+		holds    []int
+		ttls     []time.Duration
+		errs     []error
+		answered int
+	)
+	for _, r := range res {
+		switch {
+		case r.err != nil:
+			errs = append(errs, r.err)
+		case r.v.Locked:
+			answered++
+			holds = append(holds, r.v.Holds)
+			ttls = append(ttls, r.v.TTL)
+		default:
+			answered++
+		}
+	}
+	if answered < b.majority {
+		return locker.State{}, b.failure(ctx, "inspect", key, answered, errs)
+	}
+	if len(holds) < b.majority {
+		return locker.State{}, nil
+	}
+	return locker.State{Locked: true, Holds: kth(holds, b.majority), TTL: kth(ttls, b.majority)}, nil
+}
+
+// ForceRelease implements locker.Locker: it deletes the lock on every node, and reports whether
+// a majority had one.
+func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {
+	if b.err != nil {
+		return false, b.err
+	}
+	res := all(ctx, b, b.timeout, func(ctx context.Context, n locker.Locker) (bool, error) {
+		return n.ForceRelease(ctx, key)
+	})
+	removed, answered := 0, 0
+	var errs []error
+	for _, r := range res {
+		switch {
+		case r.err != nil:
+			errs = append(errs, r.err)
+		case r.v:
+			removed++
+			answered++
+		default:
+			answered++
+		}
+	}
+	if answered < b.majority {
+		return false, b.failure(ctx, "force release", key, answered, errs)
+	}
+	return removed >= b.majority, nil
+}
+
+// RaiseFence implements locker.FenceRaiser on every node; a majority must succeed.
+func (b *Backend) RaiseFence(ctx context.Context, key string, token uint64) error {
+	if b.err != nil {
+		return b.err
+	}
+	res := all(ctx, b, b.timeout, func(ctx context.Context, n locker.Locker) (struct{}, error) {
+		fr, ok := n.(locker.FenceRaiser)
+		if !ok {
+			return struct{}{}, fmt.Errorf("quorum: node %T cannot raise fencing counters: %w", n, locker.ErrInvalid)
+		}
+		return struct{}{}, fr.RaiseFence(ctx, key, token)
+	})
+	var errs []error
+	for _, r := range res {
+		if r.err != nil {
+			errs = append(errs, r.err)
+		}
+	}
+	if ok := len(res) - len(errs); ok < b.majority {
+		return b.failure(ctx, "raise fence", key, ok, errs)
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+// Package quorum is a locker.Locker over several independent backends — typically three or five
+// Redis masters, each through any of this module's Redis backends — in the manner of Redlock:
+// a lock is held when a majority of the nodes hold it, so the lock survives the loss of a
+// minority of the nodes, and no single server is a point of failure.
+//
+//	b := quorum.New(goredis.New(rdb1), rueidislocker.New(rc2), redigo.New(pool3))
+//	client := locker.New(b)
+//
+// Every operation goes to all nodes in parallel, each call bounded by the node timeout
+// (Config.NodeTimeout), and follows the majority:
+//
+//   - Acquire succeeds when a majority granted it and the time spent is well within the lease
+//     (TTL − elapsed − drift > 0). Otherwise it takes back whatever it may have acquired (with
+//     the request's ID, so that an acquire still on its way is refused) and reports a refusal,
+//     or an error wrapping locker.ErrUnavailable when the failed nodes could have made the
+//     difference. The hold count it reports is the majority's: the largest count that a
+//     majority of the nodes hold (a node that missed a re-entry holds fewer, and cannot let
+//     another owner in, since that owner would need a majority).
+//   - Release, Renew, Inspect and ForceRelease succeed when a majority answered, and report
+//     what the majority reports. An entry of Renew is not held when a majority says so.
+//   - Release notices of any node wake waiters; the Client's timers still apply.
+//   - Fencing tokens: the token of a new lock is the largest token of the nodes that granted
+//     it, and before Acquire returns, every such node's counter is raised to it (one more
+//     round trip, only for a new lock with Fence). Any later majority shares a node with this
+//     one, so later tokens are larger. Nodes must implement locker.FenceRaiser (all backends of
+//     this module do).
+//
+// Request IDs are passed on unchanged: each node remembers them, so retries are as safe as on
+// one node. The nodes' clocks need not agree; the drift allowance (1% of the TTL + 2ms, as the
+// Client's) covers their rate differences. Use 3 or 5 nodes; 1 or 2 nodes give no fault
+// tolerance.
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashlock/locker"
+)
+
+var (
+	_ locker.Locker      = (*Backend)(nil)
+	_ locker.FenceRaiser = (*Backend)(nil)
+)
+
+// DefaultNodeTimeout bounds each call to a node when Config.NodeTimeout is zero.
+const DefaultNodeTimeout = 500 * time.Millisecond
+
+// Config configures a Backend.
+type Config struct {
+	// Nodes are the independent backends, at least one; use 3 or 5. Required.
+	Nodes []locker.Locker
+	// NodeTimeout bounds each call to one node (and, for Acquire, is at most the TTL): a node
+	// that does not answer within it counts as failed. Keep it well under the TTL. Default
+	// DefaultNodeTimeout (500ms).
+	NodeTimeout time.Duration
+}
+
+// Backend is a locker.Locker over a majority of nodes. Create it with New or NewConfig; it is
+// safe for concurrent use and needs no Close (the nodes stay their creator's).
+type Backend struct {
+	nodes    []locker.Locker
+	majority int
+	timeout  time.Duration
+	err      error // an invalid configuration, returned by every call
+}
+
+// New returns a Backend over nodes with the default configuration.
+func New(nodes ...locker.Locker) *Backend { return NewConfig(Config{Nodes: nodes}) }
+
+// NewConfig returns a Backend configured by cfg. It never fails: an invalid configuration (no
+// nodes, a nil node, a negative timeout) makes every call return an error wrapping
+// locker.ErrInvalid.
+func NewConfig(cfg Config) *Backend {
+	b := &Backend{nodes: slices.Clone(cfg.Nodes), majority: len(cfg.Nodes)/2 + 1, timeout: cfg.NodeTimeout}
+	if b.timeout == 0 {
+		b.timeout = DefaultNodeTimeout
+	}
+	switch {
+	case len(b.nodes) == 0:
+		b.err = fmt.Errorf("quorum: no nodes: %w", locker.ErrInvalid)
+	case slices.Contains(b.nodes, nil):
+		b.err = fmt.Errorf("quorum: a nil node: %w", locker.ErrInvalid)
+	case b.timeout < 0:
+		b.err = fmt.Errorf("quorum: node timeout %v: %w", cfg.NodeTimeout, locker.ErrInvalid)
+	}
+	return b
+}
+
+// Majority returns how many nodes make a majority.
+func (b *Backend) Majority() int { return b.majority }
+
+// outcome is one node's answer.
+type outcome[T any] struct {
+	v   T
+	err error
+}
+
+// all calls f on every node in parallel, each with ctx bounded by bound, and returns the
+// outcomes in node order.
+func all[T any](ctx context.Context, b *Backend, bound time.Duration, f func(ctx context.Context, n locker.Locker) (T, error)) []outcome[T] {
+	out := make([]outcome[T], len(b.nodes))
+	var wg sync.WaitGroup
+	for i, n := range b.nodes {
+		wg.Go(func() {
+			nctx, cancel := context.WithTimeout(ctx, bound)
+			defer cancel()
+			out[i].v, out[i].err = f(nctx, n)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// kth returns the k-th largest of vs (k from 1), or 0 when vs has fewer than k values: the
+// largest value that at least k of them reach.
+func kth[T int | time.Duration](vs []T, k int) T {
+	if len(vs) < k || k < 1 {
+		var zero T
+		return zero
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	return s[len(s)-k]
+}
+
+// mayHaveActed reports whether a call that returned err may nevertheless have taken effect.
+func mayHaveActed(err error) bool {
+	return err != nil && !errors.Is(err, locker.ErrInvalid) && !errors.Is(err, locker.ErrNotHeld)
+}
+
+// failure describes the nodes' errors for an operation that no majority answered.
+func (b *Backend) failure(ctx context.Context, op, key string, answered int, errs []error) error {
+	err := fmt.Errorf("quorum: %s %q: %d of %d nodes answered, %d needed: %w", op, key, answered, len(b.nodes), b.majority, errors.Join(errs...))
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("%w (%w)", ctxErr, err)
+	}
+	if !errors.Is(err, locker.ErrUnavailable) {
+		// Nodes that time out or fail count as unavailable: others may answer next time.
+		return fmt.Errorf("%w: %w", locker.ErrUnavailable, err)
+	}
+	return err
+}

@@ -1,0 +1,19 @@
+package redislock
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/hashlock/locker"
+)
+
+var _ locker.FenceRaiser = (*Backend)(nil)
+
+// RaiseFence implements locker.FenceRaiser with raise.lua.
+func (b *Backend) RaiseFence(ctx context.Context, key string, token uint64) error {
+	_, err := b.d.Eval(ctx, RaiseScript, []string{FenceKey(key)}, []string{strconv.FormatUint(token, 10)})
+	if err != nil {
+		return b.fail(ctx, "raise fence", key, err)
+	}
+	return nil
+}
