@@ -151,9 +151,9 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 		return n.Release(ctx, req)
 	})
 	var (
-		left      []int
-		notHeld   int
-		errs      []error
+		left        []int
+		notHeld     int
+		errs        []error
 		lastNotHeld error
 	)
 	for _, r := range res {
