@@ -1,0 +1,95 @@
+package quorum_test
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"testing"
+	"time"
+
+	redigo "github.com/gomodule/redigo/redis"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/goredis"
+	redigolocker "github.com/hashlock/locker/backend/redigo"
+	"github.com/hashlock/locker/backend/quorum"
+	rueidislocker "github.com/hashlock/locker/backend/rueidis"
+	"github.com/hashlock/locker/conformance"
+	"github.com/hashlock/locker/internal/redistest"
+)
+
+// dialer connects a driver to one server: a real address, or a miniredis's in-memory Dial.
+type dialer struct {
+	addr string
+	dial func() (net.Conn, error) // nil: dial addr
+}
+
+// mixed returns a quorum of one node per driver — go-redis, rueidis, Redigo — on the three
+// servers, every client closed with the case.
+func mixed(t conformance.TB, servers [3]dialer) *quorum.Backend {
+	ropt := &redis.Options{Addr: servers[0].addr, ContextTimeoutEnabled: true}
+	if d := servers[0].dial; d != nil {
+		ropt = &redis.Options{Addr: "127.0.0.1:0", Dialer: func(context.Context, string, string) (net.Conn, error) { return d() }}
+	}
+	rdb := redis.NewClient(ropt)
+	t.Cleanup(func() { rdb.Close() })
+
+	opt := rueidis.ClientOption{InitAddress: []string{servers[1].addr}}
+	if d := servers[1].dial; d != nil {
+		// miniredis has no CLIENT TRACKING, and answers CLUSTER SLOTS (rueidis then makes its
+		// cluster client, whose Close leaves goroutines for up to a second).
+		opt = rueidis.ClientOption{InitAddress: []string{"127.0.0.1:0"}, DisableCache: true,
+			DialCtxFn: func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) { return d() }}
+	}
+	rc, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatalf("rueidis.NewClient: %v", err)
+	}
+	t.Cleanup(func() {
+		rc.Close()
+		if servers[1].dial != nil {
+			time.Sleep(2 * time.Second) // in the bubble: instant
+		}
+	})
+
+	pool := &redigo.Pool{MaxIdle: 4, DialContext: func(ctx context.Context) (redigo.Conn, error) {
+		if d := servers[2].dial; d != nil {
+			nc, err := d()
+			if err != nil {
+				return nil, err
+			}
+			return redigo.NewConn(nc, 0, 0), nil
+		}
+		return redigo.DialContext(ctx, "tcp", servers[2].addr)
+	}}
+	t.Cleanup(func() { pool.Close() })
+	return quorum.New(goredis.New(rdb), rueidislocker.New(rc), redigolocker.New(pool))
+}
+
+// The suite on a quorum of three miniredis servers, one per driver, in a synctest bubble.
+func TestConformanceMiniredisMixed(t *testing.T) {
+	conformance.Run(t, conformance.Factory{
+		Synctest: true,
+		New: func(t conformance.TB) locker.Locker {
+			var servers [3]dialer
+			for i := range servers {
+				m := redistest.Miniredis(t)
+				servers[i] = dialer{dial: m.Dial}
+			}
+			return mixed(t, servers)
+		},
+	})
+}
+
+// The suite on a quorum of three real redis-servers, one per driver, in real time.
+func TestConformanceRedisMixed(t *testing.T) {
+	var servers [3]dialer
+	for i := range servers {
+		servers[i] = dialer{addr: redistest.StartServer(t).Addr}
+	}
+	conformance.Run(t, conformance.Factory{
+		New: func(t conformance.TB) locker.Locker { return mixed(t, servers) },
+	})
+}
