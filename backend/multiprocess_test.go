@@ -22,6 +22,7 @@ import (
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
+	"github.com/hashlock/locker/backend/quorum"
 	"github.com/hashlock/locker/internal/history"
 	"github.com/hashlock/locker/internal/redistest"
 )
@@ -50,7 +51,7 @@ var workerRoles = append(append([]driver(nil), drivers...), driver{"goredis-pool
 type workerSpec struct {
 	Process int           // its number in the history, from 0
 	Driver  string        // the name of its workerRole
-	Addr    string        // the server
+	Addrs   []string      // the server, or the nodes of a quorum (one backend of Driver each)
 	Key     string        // the lock's key
 	Ops     int           // Lock/Unlock cycles
 	Out     string        // where to write its history
@@ -71,8 +72,24 @@ type workerSpec struct {
 //
 //	LOCKER_MULTIPROCESS_OPS=10000 go test -race -run '^TestMultiProcessExclusion$' -v ./backend/
 func TestMultiProcessExclusion(t *testing.T) {
-	n := multiProcessOps(t)
-	srv := redistest.StartServer(t)
+	multiProcess(t, multiProcessOps(t, 1), redistest.StartServer(t).Addr)
+}
+
+// The same on a quorum of three servers (backend/quorum): each worker's backend is a quorum of
+// three backends of its driver, one per server. A quarter of the cycles by default (500): the
+// workers' votes split more often on three servers, and a split costs a retry.
+func TestMultiProcessExclusionQuorum(t *testing.T) {
+	var addrs []string
+	for range 3 {
+		addrs = append(addrs, redistest.StartServer(t).Addr)
+	}
+	multiProcess(t, multiProcessOps(t, 4), addrs...)
+}
+
+// multiProcess runs the workers, n cycles each, on the server (one address) or the quorum of
+// servers at addrs, and checks the merged history.
+func multiProcess(t *testing.T, n int, addrs ...string) {
+	srv := addrs[0] // also carries the start signal
 	dir := t.TempDir()
 	timeout := time.Minute + time.Duration(n*len(workerRoles))*5*time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
@@ -87,7 +104,7 @@ func TestMultiProcessExclusion(t *testing.T) {
 	var paths []string
 	for i, role := range workerRoles {
 		spec := workerSpec{
-			Process: i, Driver: role.name, Addr: srv.Addr, Key: "multiprocess", Ops: n,
+			Process: i, Driver: role.name, Addrs: addrs, Key: "multiprocess", Ops: n,
 			Out:   filepath.Join(dir, fmt.Sprintf("%d-%s.jsonl", i, role.name)),
 			Ready: "multiprocess:ready", Start: "multiprocess:start", Timeout: timeout,
 		}
@@ -122,7 +139,7 @@ func TestMultiProcessExclusion(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d workers ready after a minute", ready, len(workerRoles))
 		}
-		if v, err := redistest.Do(srv.Addr, 5*time.Second, "BLPOP", "multiprocess:ready", "1"); err != nil {
+		if v, err := redistest.Do(srv, 5*time.Second, "BLPOP", "multiprocess:ready", "1"); err != nil {
 			t.Fatal(err)
 		} else if v != nil {
 			ready++
@@ -133,7 +150,9 @@ func TestMultiProcessExclusion(t *testing.T) {
 	for range workerRoles {
 		push = append(push, "go")
 	}
-	srv.Do(t, push...)
+	if _, err := redistest.Do(srv, 5*time.Second, push...); err != nil {
+		t.Fatal(err)
+	}
 	for range workerRoles {
 		if e := <-exits; e.err != nil {
 			failed(e)
@@ -153,8 +172,8 @@ func TestMultiProcessExclusion(t *testing.T) {
 	for i, r := range workerRoles {
 		roles = append(roles, fmt.Sprintf("p%d %s", i, r.name))
 	}
-	t.Logf("%d workers (%s) × %d Lock/Unlock: %v; workers' wall time %v",
-		len(workerRoles), strings.Join(roles, ", "), n, res, wall.Round(time.Millisecond))
+	t.Logf("%d workers (%s) × %d Lock/Unlock on %d server(s): %v; workers' wall time %v",
+		len(workerRoles), strings.Join(roles, ", "), n, len(addrs), res, wall.Round(time.Millisecond))
 	if !res.OK() {
 		path, err := res.VisualizeTemp()
 		if err != nil {
@@ -171,8 +190,8 @@ func TestMultiProcessExclusion(t *testing.T) {
 }
 
 // multiProcessOps returns the number of cycles per worker: LOCKER_MULTIPROCESS_OPS, or the
-// default.
-func multiProcessOps(t *testing.T) int {
+// default divided by div.
+func multiProcessOps(t *testing.T, div int) int {
 	if s := os.Getenv(multiProcessOpsEnv); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
@@ -181,9 +200,9 @@ func multiProcessOps(t *testing.T) int {
 		return n
 	}
 	if testing.Short() {
-		return 200
+		return 200 / div
 	}
-	return defaultMultiProcessOps
+	return defaultMultiProcessOps / div
 }
 
 // TestMultiProcessWorker is one worker process of TestMultiProcessExclusion: it connects with
@@ -208,15 +227,23 @@ func TestMultiProcessWorker(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), spec.Timeout)
 	defer cancel()
-	c := locker.New(role.new(t, spec.Addr), locker.WithTTL(workerTTL), locker.WithFencing())
+	backend := role.new(t, spec.Addrs[0])
+	if len(spec.Addrs) > 1 {
+		var nodes []locker.Locker
+		for _, addr := range spec.Addrs {
+			nodes = append(nodes, role.new(t, addr))
+		}
+		backend = quorum.New(nodes...)
+	}
+	c := locker.New(backend, locker.WithTTL(workerTTL), locker.WithFencing())
 	defer c.Close()
 	if _, err := c.Inspect(ctx, spec.Key); err != nil { // connected before the start
 		t.Fatal(err)
 	}
-	if _, err := redistest.Do(spec.Addr, 5*time.Second, "RPUSH", spec.Ready, strconv.Itoa(spec.Process)); err != nil {
+	if _, err := redistest.Do(spec.Addrs[0], 5*time.Second, "RPUSH", spec.Ready, strconv.Itoa(spec.Process)); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := redistest.Do(spec.Addr, time.Minute+5*time.Second, "BLPOP", spec.Start, "60"); err != nil || v == nil {
+	if v, err := redistest.Do(spec.Addrs[0], time.Minute+5*time.Second, "BLPOP", spec.Start, "60"); err != nil || v == nil {
 		t.Fatalf("no start signal within a minute: %v", err)
 	}
 	rec := history.NewRecorder(spec.Process)

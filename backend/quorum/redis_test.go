@@ -13,8 +13,8 @@ import (
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
-	redigolocker "github.com/hashlock/locker/backend/redigo"
 	"github.com/hashlock/locker/backend/quorum"
+	redigolocker "github.com/hashlock/locker/backend/redigo"
 	rueidislocker "github.com/hashlock/locker/backend/rueidis"
 	"github.com/hashlock/locker/conformance"
 	"github.com/hashlock/locker/internal/redistest"
