@@ -76,8 +76,8 @@ func TestMultiProcessExclusion(t *testing.T) {
 }
 
 // The same on a quorum of three servers (backend/quorum): each worker's backend is a quorum of
-// three backends of its driver, one per server. A quarter of the cycles by default (500): the
-// workers' votes split more often on three servers, and a split costs a retry.
+// three backends of its driver, one per server. A quarter of the cycles by default (500): a
+// cycle costs more (three servers to agree, and a retry when no worker got a majority).
 func TestMultiProcessExclusionQuorum(t *testing.T) {
 	var addrs []string
 	for range 3 {
