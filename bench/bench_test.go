@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 }
 
 // libs returns the Libs to run: memory, and, when a redis-server could be started for b, every
-// Redis driver on it.
+// Redis driver on it, and a quorum of rueidis backends on it and two more servers.
 func libs(b *testing.B) []bench.Lib {
 	ls := []bench.Lib{bench.Memory()}
 	if !bench.HaveRedis() {
@@ -46,7 +46,12 @@ func libs(b *testing.B) []bench.Lib {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return append(ls, redis...)
+	// A quorum of three servers: this one and two more.
+	q, err := bench.Quorum([]string{"redis://" + addr, "redis://" + bench.StartRedis(b), "redis://" + bench.StartRedis(b)}, bench.RedisOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return append(append(ls, redis...), q)
 }
 
 // run runs the scenarios called names, each on every Lib, as sub-benchmarks

@@ -11,6 +11,7 @@ import (
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
 	"github.com/hashlock/locker/backend/memory"
+	"github.com/hashlock/locker/backend/quorum"
 	"github.com/hashlock/locker/backend/redigo"
 	rueidislocker "github.com/hashlock/locker/backend/rueidis"
 	"github.com/hashlock/locker/internal/redislock"
@@ -335,4 +336,49 @@ func redigoFloor(p *redigolib.Pool) FloorOp {
 		}
 		return nil
 	}
+}
+
+// Quorum returns the Lib of our Client on a quorum (backend/quorum) of rueidis backends, one per
+// server at urls, to compare with rueidis on one server: its floor is rueidis's on the first
+// server.
+func Quorum(urls []string, o RedisOptions) (Lib, error) {
+	var opts []rueidis.ClientOption
+	for _, url := range urls {
+		opt, err := rueidis.ParseURL(url)
+		if err != nil {
+			return Lib{}, fmt.Errorf("rueidis: %w", err)
+		}
+		opt.DisableCache = o.DisableClientCache
+		opts = append(opts, opt)
+	}
+	name := fmt.Sprintf("quorum-%d-rueidis", len(urls))
+	return Ours(name, "rueidis",
+		func() (locker.Locker, func(), error) {
+			var (
+				nodes   []locker.Locker
+				clients []rueidis.Client
+			)
+			closeAll := func() {
+				for _, c := range clients {
+					c.Close()
+				}
+			}
+			for _, opt := range opts {
+				c, err := rueidis.NewClient(opt)
+				if err != nil {
+					closeAll()
+					return nil, nil, fmt.Errorf("rueidis: %w", err)
+				}
+				clients = append(clients, c)
+				nodes = append(nodes, rueidislocker.New(c))
+			}
+			return quorum.New(nodes...), closeAll, nil
+		},
+		func() (FloorOp, func(), error) {
+			c, err := rueidis.NewClient(opts[0])
+			if err != nil {
+				return nil, nil, fmt.Errorf("rueidis: %w", err)
+			}
+			return RueidisFloor(c), c.Close, nil
+		}), nil
 }
