@@ -49,13 +49,19 @@ func noOrphanedHold(e *env) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Lock whose ctx ended during the acquire = %v, want context.Canceled", err)
 	}
-	within, stop := context.WithTimeout(ctx, e.ttl/2)
+	nextOwnerWithinHalfTTL(e, key, "the abandoned acquire left its hold")
+}
+
+// nextOwnerWithinHalfTTL fails the test unless another owner gets key within half a TTL.
+func nextOwnerWithinHalfTTL(e *env, key, why string) {
+	e.t.Helper()
+	within, stop := context.WithTimeout(background(e.t), e.ttl/2)
 	defer stop()
 	l, err := e.client().Lock(within, key, locker.WithRetry(locker.LinearBackoff(e.ttl/20)))
 	if err != nil {
-		t.Fatalf("another owner within half a TTL: %v; the abandoned acquire left its hold", err)
+		e.t.Fatalf("another owner within half a TTL: %v; %s", err, why)
 	}
-	ok(0, l.Unlock())(t)
+	ok(0, l.Unlock())(e.t)
 }
 
 // An acquire whose reply is lost (the backend unavailable) is sent again with the same request
@@ -83,13 +89,7 @@ func lostAcquireReply(e *env) {
 	if _, err := c.TryLock(ctx, key); !errors.Is(err, locker.ErrUnavailable) {
 		t.Fatalf("TryLock with a lost reply = %v, want ErrUnavailable", err)
 	}
-	within, stop := context.WithTimeout(ctx, e.ttl/2)
-	defer stop()
-	l, err := e.client().Lock(within, key, locker.WithRetry(locker.LinearBackoff(e.ttl/20)))
-	if err != nil {
-		t.Fatalf("another owner after TryLock's lost reply: %v; its acquire left a hold", err)
-	}
-	ok(0, l.Unlock())(t)
+	nextOwnerWithinHalfTTL(e, key, "TryLock's acquire, whose reply was lost, left its hold")
 }
 
 // A release whose reply is lost is sent again with the same request ID: it removes one hold,

@@ -287,17 +287,23 @@ func (b *Backend) live(key string, now time.Time) *entry {
 	return e
 }
 
-// sweep deletes every expired entry once the map has doubled since the last sweep.
+// sweep deletes every expired lock once the map has doubled since the last sweep.
 func (b *Backend) sweep(now time.Time) {
-	if len(b.locks) < 2*max(b.swept, minSweep) {
+	sweepExpired(b.locks, &b.swept, now, func(e *entry) time.Time { return e.expires })
+}
+
+// sweepExpired deletes the entries of m that expired at now, once m has doubled in size since
+// the last sweep (whose size *swept keeps): the cost is amortised over the insertions.
+func sweepExpired[K comparable, V any](m map[K]V, swept *int, now time.Time, expires func(V) time.Time) {
+	if len(m) < 2*max(*swept, minSweep) {
 		return
 	}
-	for key, e := range b.locks {
-		if !now.Before(e.expires) {
-			delete(b.locks, key)
+	for k, v := range m {
+		if !now.Before(expires(v)) {
+			delete(m, k)
 		}
 	}
-	b.swept = len(b.locks)
+	*swept = len(m)
 }
 
 // marker returns the remembered outcome of request id on key, if it is remembered at now.
@@ -319,15 +325,7 @@ func (b *Backend) remember(key, id string, holds int, now time.Time) {
 		b.requests = make(map[requestID]outcome)
 	}
 	b.requests[requestID{key, id}] = outcome{holds, now.Add(locker.RequestWindow)}
-	if len(b.requests) < 2*max(b.sweptRequests, minSweep) {
-		return
-	}
-	for r, o := range b.requests {
-		if !now.Before(o.expires) {
-			delete(b.requests, r)
-		}
-	}
-	b.sweptRequests = len(b.requests)
+	sweepExpired(b.requests, &b.sweptRequests, now, func(o outcome) time.Time { return o.expires })
 }
 
 // notify sends a notice to every subscriber of key without blocking.
