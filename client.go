@@ -68,7 +68,8 @@ func New(backend Locker, opts ...Option) *Client {
 // backend's error, wrapped, when the backend fails otherwise, or is still unavailable when the
 // strategy gives up. Whenever Lock returns an error after an acquire whose outcome it does not
 // know (ctx ended during the call, or the backend failed), it takes that acquire back in the
-// background (see ReleaseRequest.Undo), so no hold is left behind for a whole TTL.
+// background (see ReleaseRequest.Undo), sending the take-back again for up to 5s while the
+// backend is unavailable, so no hold is left behind for a whole TTL.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
 	return c.obtain(ctx, key, opts, true)
 }
@@ -285,13 +286,28 @@ func (c *Client) abandon(r *request) {
 	go c.undo(ReleaseRequest{Key: r.full, Owner: r.owner, ID: r.id, Undo: true, Fresh: r.fresh})
 }
 
-// undoTimeout bounds a background take-back of an acquire.
+// undoTimeout bounds a background take-back of an acquire, all its attempts together.
 const undoTimeout = 5 * time.Second
 
+// undo sends the take-back req of an acquire. While the backend is unavailable (the take-back
+// met the same partition or restart as the acquire) it sends it again, 50ms, 100ms, then at most
+// maxUnavailableWait apart, within undoTimeout: a take-back is idempotent (the acquire's marker
+// records it), so one whose reply was lost and that is sent again never removes a second hold.
 func (c *Client) undo(req ReleaseRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
 	defer cancel()
-	_, _ = c.backend.Release(ctx, req)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, maxUnavailableWait) {
+		if _, err := c.backend.Release(ctx, req); !errors.Is(err, ErrUnavailable) {
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
 }
 
 // contend tries until the lock is granted, the retry strategy gives up, ctx ends or the Client

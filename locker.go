@@ -153,9 +153,7 @@ type ReleaseRequest struct {
 
 	// ID, when not empty, names this call so that it takes effect at most once, as
 	// AcquireRequest.ID does: a release sent again (its reply was lost) never removes a second
-	// hold. While holds remain it reports the first call's remaining count; once the first call
-	// released the last hold there is nothing left to remove, and it returns ErrNotHeld (the
-	// backend remembers nothing for a final release, the common case). Default "".
+	// hold, and reports the first call's remaining count. Default "".
 	ID string
 
 	// Undo, when set, makes this a take-back: ID is then the ID of an earlier Acquire of Owner
@@ -173,10 +171,10 @@ type ReleaseRequest struct {
 
 // RequestWindow is how long a backend remembers a request ID (AcquireRequest.ID,
 // ReleaseRequest.ID): a call sent again later than this after the first may take effect twice.
-// The Client retries a call with the same ID only within half of it. On Redis, a re-entry, a
-// release that leaves holds and a take-back each leave a small marker key that lives this long;
-// a plain Lock and its final Unlock leave none.
-const RequestWindow = time.Minute
+// The Client retries a call with the same ID only within half of it. On Redis, every release, a
+// re-entry and a take-back each leave a small marker key (about 150 bytes) that lives this
+// long; a plain Lock leaves none.
+const RequestWindow = 20 * time.Second
 
 // Renewal is one entry of a [Locker.Renew] batch: reset the lease of Key to TTL if Owner still
 // holds it.

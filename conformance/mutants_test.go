@@ -219,7 +219,7 @@ func (m *mutant) Release(ctx context.Context, req locker.ReleaseRequest) (int, e
 	} else {
 		l.holds--
 	}
-	if !req.Undo && l.holds > 0 {
+	if !req.Undo {
 		m.remember(key, req.ID, l.holds)
 	}
 	if l.holds == 0 {

@@ -174,7 +174,7 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 	} else {
 		e.holds--
 	}
-	if !undo && e.holds > 0 {
+	if !undo {
 		b.remember(req.Key, req.ID, e.holds, now)
 	}
 	if e.holds == 0 {

@@ -6,7 +6,7 @@
 -- ARGV[2]      lease in whole milliseconds
 -- ARGV[3]      flags: 'm' the call has a request ID (KEYS[2]), 'f' report a fencing token,
 --              'n' the owner is fresh: it held nothing on the lock before this request
--- A marker lives 60000 ms (locker.RequestWindow).
+-- A marker lives 20000 ms (locker.RequestWindow).
 -- Returns {holds, token}: the owner's hold count after the call (>= 1) when acquired or
 -- re-entered, with the fencing token (0 without fencing); or, when another owner holds the lock,
 -- {minus the holder's remaining lease in ms (< 0; 0 if unknown), 0}.
@@ -55,7 +55,7 @@ if held or redis.call('exists', lock) == 0 then
     end
   end
   if marker and not fresh then
-    redis.call('set', marker, holds, 'px', 60000)
+    redis.call('set', marker, holds, 'px', 20000)
   end
   return {holds, token}
 end

@@ -5,12 +5,11 @@
 -- ARGV[2]  the lock's notice channel (in the lock's cluster slot)
 -- ARGV[3]  flags: 'm' the call has a request ID (KEYS[2]); 'u' a take-back: undo the acquire
 --          with this ID, if it took effect; 'n' that acquire was a fresh owner's (no marker)
--- A marker lives 60000 ms (locker.RequestWindow).
+-- A marker lives 20000 ms (locker.RequestWindow).
 -- Returns the holds left (>= 0), or -1 when there is nothing to release: the owner holds no lock
 -- on the key, or (take-back) the acquire did not take effect. The lease is left as it is while
 -- holds remain.
--- A release sent again changes nothing: while holds remain its marker reports the first
--- outcome; after the last hold there is nothing left to remove (and no marker is written).
+-- A release sent again changes nothing: its marker reports the first outcome.
 -- A take-back leaves the acquire's marker at 0, so that the acquire, if it arrives later, is
 -- refused; it removes the hold the acquire added: one hold, or a fresh owner's every hold.
 local lock, owner = KEYS[1], ARGV[1]
@@ -21,7 +20,7 @@ local fresh = flags:find('n', 1, true)
 if marker then
   local done = redis.call('get', marker)
   if undo then
-    redis.call('set', marker, 0, 'px', 60000)
+    redis.call('set', marker, 0, 'px', 20000)
     if done == '0' or (not done and not fresh) then
       return -1
     end
@@ -38,10 +37,10 @@ if undo and fresh then
 else
   left = redis.call('hincrby', lock, owner, -1)
 end
+if marker and not undo then
+  redis.call('set', marker, left, 'px', 20000)
+end
 if left > 0 then
-  if marker and not undo then
-    redis.call('set', marker, left, 'px', 60000)
-  end
   return left
 end
 redis.call('del', lock)
