@@ -9,8 +9,10 @@
 -- Returns {holds, token}: the owner's hold count after the call (>= 1) when acquired or
 -- re-entered, with the fencing token (0 without fencing); or, when another owner holds the lock,
 -- {minus the holder's remaining lease in ms (< 0; 0 if unknown), 0}.
--- A call whose marker exists was sent before: it changes nothing and reports the first outcome
--- while the owner still holds the lock, {0, 0} once the hold is gone or was taken back (marker 0).
+-- A call whose marker exists was sent before: it changes nothing but the marker's lifetime and
+-- reports the first outcome while the owner still holds the lock, {0, 0} once the hold is gone
+-- or was taken back (marker 0). (Resetting the lifetime is a write: a WAIT after this call, on
+-- this call's connection, then also covers the first call's writes, made on another.)
 local lock, owner = KEYS[1], ARGV[1]
 local marker = ARGV[3] ~= '0' and KEYS[2]
 local fence = ARGV[4] == '1' and KEYS[#KEYS]
@@ -23,6 +25,7 @@ end
 if marker then
   local done = redis.call('get', marker)
   if done then
+    redis.call('pexpire', marker, ARGV[3])
     if done ~= '0' and redis.call('hexists', lock, owner) == 1 then
       return {tonumber(done), current()}
     end

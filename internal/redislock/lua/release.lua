@@ -7,8 +7,8 @@
 -- ARGV[4]  '1' for a take-back: release the hold that the acquire with this ID added, if any
 -- Returns the holds left (>= 0), or -1 when there is nothing to release: the owner holds no lock
 -- on the key, or (take-back) the acquire did not take effect. The lease is left as it is while
--- holds remain. A call whose marker exists was sent before: it changes nothing and reports the
--- first outcome.
+-- holds remain. A call whose marker exists was sent before: it changes nothing but the marker's
+-- lifetime (a write, for a WAIT after it: see acquire.lua) and reports the first outcome.
 local lock, owner = KEYS[1], ARGV[1]
 local marker = ARGV[3] ~= '0' and KEYS[2]
 local undo = ARGV[4] == '1'
@@ -21,6 +21,7 @@ if marker then
       return -1
     end
   elseif done then
+    redis.call('pexpire', marker, ARGV[3])
     return tonumber(done)
   end
 end
