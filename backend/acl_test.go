@@ -20,32 +20,35 @@ import (
 	"github.com/hashlock/locker/backend/goredis"
 	redigolocker "github.com/hashlock/locker/backend/redigo"
 	rueidislocker "github.com/hashlock/locker/backend/rueidis"
+	"github.com/hashlock/locker/conformance"
+	"github.com/hashlock/locker/internal/redislock"
 	"github.com/hashlock/locker/internal/redistest"
 )
 
 // An authDriver makes a backend of one Redis driver that authenticates as user with pass (an
-// empty user: the default user, as with requirepass). A driver that connects eagerly (rueidis)
-// reports a refused authentication as an error here; the others report it on first use.
+// empty user: the default user, as with requirepass), configured by opts. A driver that connects
+// eagerly (rueidis) reports a refused authentication as an error here; the others report it on
+// first use.
 type authDriver struct {
 	name string
-	new  func(t *testing.T, addr, user, pass string) (locker.Locker, error)
+	new  func(t conformance.TB, addr, user, pass string, opts ...redislock.Option) (locker.Locker, error)
 }
 
 var authDrivers = []authDriver{
-	{"goredis", func(t *testing.T, addr, user, pass string) (locker.Locker, error) {
+	{"goredis", func(t conformance.TB, addr, user, pass string, opts ...redislock.Option) (locker.Locker, error) {
 		rdb := redis.NewClient(&redis.Options{Addr: addr, Username: user, Password: pass, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { rdb.Close() })
-		return goredis.New(rdb), nil
+		return goredis.New(rdb, opts...), nil
 	}},
-	{"rueidis", func(t *testing.T, addr, user, pass string) (locker.Locker, error) {
+	{"rueidis", func(t conformance.TB, addr, user, pass string, opts ...redislock.Option) (locker.Locker, error) {
 		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, Username: user, Password: pass})
 		if err != nil {
 			return nil, err
 		}
 		t.Cleanup(c.Close)
-		return rueidislocker.New(c), nil
+		return rueidislocker.New(c, opts...), nil
 	}},
-	{"redigo", func(t *testing.T, addr, user, pass string) (locker.Locker, error) {
+	{"redigo", func(t conformance.TB, addr, user, pass string, opts ...redislock.Option) (locker.Locker, error) {
 		pool := &redigo.Pool{
 			MaxIdle: 8,
 			DialContext: func(ctx context.Context) (redigo.Conn, error) {
@@ -53,7 +56,7 @@ var authDrivers = []authDriver{
 			},
 		}
 		t.Cleanup(func() { pool.Close() })
-		return redigolocker.New(pool), nil
+		return redigolocker.New(pool, opts...), nil
 	}},
 }
 

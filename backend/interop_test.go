@@ -13,24 +13,25 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/conformance"
 	"github.com/hashlock/locker/internal/redislock"
 	"github.com/hashlock/locker/internal/redistest"
 )
 
-// A driver makes a backend of one Redis driver on the server at addr.
+// A driver makes a backend of one Redis driver on the server at addr, configured by opts.
 type driver struct {
 	name string
-	new  func(t *testing.T, addr string) locker.Locker
+	new  func(t conformance.TB, addr string, opts ...redislock.Option) locker.Locker
 }
 
 // drivers are the authDrivers (acl_test.go) on a server without authentication.
 var drivers = func() []driver {
 	var ds []driver
 	for _, ad := range authDrivers {
-		ds = append(ds, driver{ad.name, func(t *testing.T, addr string) locker.Locker {
-			l, err := ad.new(t, addr, "", "")
+		ds = append(ds, driver{ad.name, func(t conformance.TB, addr string, opts ...redislock.Option) locker.Locker {
+			l, err := ad.new(t, addr, "", "", opts...)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("%v", err)
 			}
 			return l
 		}})

@@ -22,9 +22,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/internal/redislock"
 )
 
@@ -34,11 +36,12 @@ type Backend struct {
 	*redislock.Backend
 }
 
-// New returns a Backend on c. The Backend never closes c.
-func New(c redis.UniversalClient) *Backend {
+// New returns a Backend on c, configured by opts (none by default). The Backend never closes
+// c.
+func New(c redis.UniversalClient, opts ...Option) *Backend {
 	d := &driver{c: c, scripts: redislock.PrepareScripts(redis.NewScript)}
 	_, d.cluster = c.(*redis.ClusterClient)
-	return &Backend{redislock.New(d, "goredis")}
+	return &Backend{redislock.New(d, "goredis", opts...)}
 }
 
 // driver implements redislock.Driver with go-redis.
@@ -113,6 +116,57 @@ func (d *driver) Subscribe(ctx context.Context, channel string, sharded bool, no
 		ps.Close()
 		wg.Wait()
 	}, nil
+}
+
+// EvalWait pipelines the script and WAIT on the client that serves keys[0]: the client itself,
+// the master of the key's slot on a cluster, the key's shard on a ring.
+func (d *driver) EvalWait(ctx context.Context, s *redislock.Script, keys, args []string, replicas int, timeout time.Duration) (redislock.Reply, int, error) {
+	node, err := d.node(ctx, keys[0])
+	if err != nil {
+		return redislock.Reply{}, 0, err
+	}
+	if rt := node.Options().ReadTimeout; rt > 0 {
+		// A pipeline's replies are read within ReadTimeout, whatever its commands.
+		timeout = max(min(timeout, rt*4/5), time.Millisecond)
+	}
+	script := d.scripts[s]
+	run := func(eval func(redis.Pipeliner) *redis.Cmd) (*redis.Cmd, *redis.Cmd) {
+		pipe := node.Pipeline()
+		cmd := eval(pipe)
+		wait := pipe.Do(ctx, "wait", replicas, timeout.Milliseconds())
+		_, _ = pipe.Exec(ctx) // errors are per command
+		return cmd, wait
+	}
+	cmd, wait := run(func(p redis.Pipeliner) *redis.Cmd { return script.EvalSha(ctx, p, keys, anys(args)...) })
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd, wait = run(func(p redis.Pipeliner) *redis.Cmd { return script.Eval(ctx, p, keys, anys(args)...) })
+	}
+	r, err := reply(cmd)
+	if err != nil {
+		if cc, ok := d.c.(*redis.ClusterClient); ok {
+			if moved := redislock.Moved(err); moved != err {
+				// The node told us, not the cluster client, that the slot moved.
+				cc.ReloadState(ctx)
+				err = moved
+			}
+		}
+		return redislock.Reply{}, 0, err
+	}
+	acks, err := wait.Int64()
+	return r, int(acks), err
+}
+
+// node returns the client of the node that serves key, on which a WAIT follows the script.
+func (d *driver) node(ctx context.Context, key string) (*redis.Client, error) {
+	switch c := d.c.(type) {
+	case *redis.Client:
+		return c, nil
+	case *redis.ClusterClient:
+		return c.MasterForKey(ctx, key)
+	case *redis.Ring:
+		return c.GetShardClientForKey(key)
+	}
+	return nil, fmt.Errorf("%w: WithReplicaAck needs a *redis.Client, *redis.ClusterClient or *redis.Ring, not a %T", locker.ErrInvalid, d.c)
 }
 
 // reply converts a script reply: an integer, or an array of integers.

@@ -34,6 +34,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gomodule/redigo/redis"
 
@@ -46,15 +47,15 @@ type Backend struct {
 	*redislock.Backend
 }
 
-// New returns a Backend on p, which must have DialContext or Dial set. The Backend never closes
-// p.
-func New(p *redis.Pool) *Backend {
+// New returns a Backend on p, which must have DialContext or Dial set, configured by opts (none
+// by default). The Backend never closes p.
+func New(p *redis.Pool, opts ...Option) *Backend {
 	d := &driver{p: p, scripts: redislock.PrepareScripts(func(src string) *redis.Script {
 		// Key count -1: the number of keys varies per call (renew.lua), so each call passes
 		// it as its first argument.
 		return redis.NewScript(-1, src)
 	})}
-	return &Backend{redislock.New(d, "redigo")}
+	return &Backend{redislock.New(d, "redigo", opts...)}
 }
 
 // driver implements redislock.Driver with Redigo.
@@ -125,6 +126,47 @@ func (d *driver) EvalBatch(ctx context.Context, s *redislock.Script, calls []red
 		results[i].Reply, results[i].Err = reply(replies[i], nil)
 	}
 	return results
+}
+
+// EvalWait pipelines the script and WAIT on one connection of the pool.
+func (d *driver) EvalWait(ctx context.Context, s *redislock.Script, keys, args []string, replicas int, timeout time.Duration) (redislock.Reply, int, error) {
+	ctx, cancel := redislock.Bound(ctx)
+	defer cancel()
+	conn, err := d.p.GetContext(ctx)
+	if err != nil {
+		return redislock.Reply{}, 0, err
+	}
+	defer conn.Close()
+	script := d.scripts[s]
+	run := func(send func(redis.Conn, ...any) error) ([]any, error) {
+		if err := send(conn, keysAndArgs(keys, args)...); err != nil {
+			return nil, err
+		}
+		if err := conn.Send("WAIT", replicas, timeout.Milliseconds()); err != nil {
+			return nil, err
+		}
+		replies, err := redis.Values(redis.DoContext(conn, ctx, ""))
+		if err == nil && len(replies) != 2 {
+			err = fmt.Errorf("pipeline returned %d replies for 2 commands", len(replies))
+		}
+		return replies, err
+	}
+	replies, err := run(script.SendHash)
+	if err == nil && isNoScript(replies[0]) {
+		replies, err = run(script.Send) // EVAL
+	}
+	if err != nil {
+		return redislock.Reply{}, 0, err
+	}
+	r, err := reply(replies[0], nil)
+	if err != nil {
+		return redislock.Reply{}, 0, err
+	}
+	if e, ok := replies[1].(redis.Error); ok {
+		return redislock.Reply{}, 0, e
+	}
+	acks, err := redis.Int(replies[1], nil)
+	return r, acks, err
 }
 
 // Subscribe subscribes on a connection of its own. Redigo does not reconnect: when the

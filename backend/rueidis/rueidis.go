@@ -31,6 +31,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -43,9 +44,9 @@ type Backend struct {
 	*redislock.Backend
 }
 
-// New returns a Backend on c. The Backend never closes c.
-func New(c rueidis.Client) *Backend {
-	return &Backend{redislock.New(newDriver(c), "rueidis")}
+// New returns a Backend on c, configured by opts (none by default). The Backend never closes c.
+func New(c rueidis.Client, opts ...Option) *Backend {
+	return &Backend{redislock.New(newDriver(c), "rueidis", opts...)}
 }
 
 func newDriver(c rueidis.Client) *driver {
@@ -104,6 +105,28 @@ func (d *driver) EvalBatch(ctx context.Context, s *redislock.Script, calls []red
 		}
 	}
 	return results
+}
+
+// EvalWait sends the script and WAIT in one DoMulti on a dedicated connection (Dedicated: on a
+// cluster, one to the master of the script's slot), so that WAIT follows the script there.
+func (d *driver) EvalWait(ctx context.Context, s *redislock.Script, keys, args []string, replicas int, timeout time.Duration) (r redislock.Reply, acks int, err error) {
+	err = d.c.Dedicated(func(dc rueidis.DedicatedClient) error {
+		wait := func() rueidis.Completed {
+			return dc.B().Wait().Numreplicas(int64(replicas)).Timeout(timeout.Milliseconds()).Build()
+		}
+		resps := dc.DoMulti(ctx, dc.B().Evalsha().Sha1(s.SHA1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(), wait())
+		if isNoScript(resps[0].Error()) {
+			resps = dc.DoMulti(ctx, dc.B().Eval().Script(s.Source).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(), wait())
+		}
+		var err error
+		if r, err = reply(resps[0]); err != nil {
+			return redislock.Moved(err) // rueidis has refreshed its slot map
+		}
+		n, err := resps[1].AsInt64()
+		acks = int(n)
+		return err
+	})
+	return r, acks, err
 }
 
 // Subscribe subscribes on a dedicated connection (Client.Dedicate), never one that runs

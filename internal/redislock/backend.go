@@ -39,17 +39,26 @@ type Backend struct {
 	d       Driver
 	prefix  string // prepended to every error message: "goredis", "rueidis"…
 	notices *hub
+	opts    options
 }
 
 // New returns a Backend that runs the canonical scripts through d; name prefixes its errors.
-func New(d Driver, name string) *Backend {
-	return &Backend{d: d, prefix: name, notices: newHub(d)}
+// An invalid option makes every call return an error wrapping locker.ErrInvalid.
+func New(d Driver, name string, opts ...Option) *Backend {
+	b := &Backend{d: d, prefix: name, notices: newHub(d), opts: resolve(opts)}
+	if b.opts.err != nil {
+		b.opts.err = fmt.Errorf("%s: %w", name, b.opts.err)
+	}
+	return b
 }
 
 // Acquire implements locker.Locker with acquire.lua: with req.ID, the marker at MarkerKey
 // remembers the outcome (unless req.Fresh); with req.Fence, the counter at FenceKey gives the
-// token.
+// token. With WithReplicaAck, a granted acquire that too few replicas acknowledged is taken back.
 func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
+	if b.opts.err != nil {
+		return locker.Acquisition{}, b.opts.err
+	}
 	keys := make([]string, 1, 3)
 	keys[0] = req.Key
 	if req.ID != "" {
@@ -58,7 +67,7 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	if req.Fence {
 		keys = append(keys, FenceKey(req.Key))
 	}
-	r, err := b.d.Eval(ctx, AcquireScript, keys, []string{req.Owner, millis(req.TTL), flags(acquireFlags, req.ID != "", req.Fence, req.Fresh)})
+	r, acks, err := b.change(ctx, AcquireScript, keys, []string{req.Owner, millis(req.TTL), flags(acquireFlags, req.ID != "", req.Fence, req.Fresh)})
 	if err != nil {
 		return locker.Acquisition{}, b.fail(ctx, "acquire", req.Key, err)
 	}
@@ -66,29 +75,45 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		return locker.Acquisition{}, fmt.Errorf("%s: acquire %q: unexpected reply %v", b.prefix, req.Key, r.Array)
 	}
 	if holds := r.Array[0]; holds > 0 {
+		if acks >= 0 && acks < b.opts.acks {
+			return locker.Acquisition{}, b.takeBack(ctx, req, acks)
+		}
 		return locker.Acquisition{Holds: int(holds), Token: uint64(r.Array[1])}, nil
 	}
 	return locker.Acquisition{TTL: time.Duration(-r.Array[0]) * time.Millisecond}, nil
 }
 
 // Release implements locker.Locker with release.lua: with req.ID, the marker at MarkerKey
-// remembers the outcome while holds remain (or, with req.Undo, that the acquire with that ID was
-// taken back).
+// remembers the outcome (or, with req.Undo, that the acquire with that ID was taken back). With
+// WithReplicaAck, a release that too few replicas acknowledged returns an error wrapping
+// locker.ErrUnavailable and ErrNotReplicated, although the master released.
 func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
-	keys := make([]string, 1, 2)
-	keys[0] = req.Key
-	if req.ID != "" {
-		keys = append(keys, MarkerKey(req.Key, req.ID))
+	if b.opts.err != nil {
+		return 0, b.opts.err
 	}
-	undo := req.Undo && req.ID != ""
-	r, err := b.d.Eval(ctx, ReleaseScript, keys, []string{req.Owner, Channel(req.Key), flags(releaseFlags, req.ID != "", undo, undo && req.Fresh)})
+	keys, args := releaseCall(req)
+	r, acks, err := b.change(ctx, ReleaseScript, keys, args)
 	if err != nil {
 		return 0, b.fail(ctx, "release", req.Key, err)
 	}
 	if r.Int < 0 {
 		return 0, fmt.Errorf("%s: release %q: %w", b.prefix, req.Key, locker.ErrNotHeld)
 	}
+	if acks >= 0 && acks < b.opts.acks {
+		return 0, b.unreplicated("release", req.Key, acks, "; released on the master")
+	}
 	return int(r.Int), nil
+}
+
+// releaseCall returns the keys and arguments of release.lua for req.
+func releaseCall(req locker.ReleaseRequest) (keys, args []string) {
+	keys = make([]string, 1, 2)
+	keys[0] = req.Key
+	if req.ID != "" {
+		keys = append(keys, MarkerKey(req.Key, req.ID))
+	}
+	undo := req.Undo && req.ID != ""
+	return keys, []string{req.Owner, Channel(req.Key), flags(releaseFlags, req.ID != "", undo, undo && req.Fresh)}
 }
 
 // flags returns the scripts' flags argument: the letters of the conditions that hold, from sets
@@ -119,6 +144,12 @@ var (
 // EvalBatch.
 func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 	errs := make([]error, len(batch))
+	if b.opts.err != nil {
+		for i := range errs {
+			errs[i] = b.opts.err
+		}
+		return errs
+	}
 	groups := b.group(batch)
 	calls := make([]Call, len(groups))
 	for i, g := range groups {
@@ -182,6 +213,9 @@ func (b *Backend) group(batch []locker.Renewal) [][]int {
 
 // Inspect implements locker.Locker with inspect.lua.
 func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error) {
+	if b.opts.err != nil {
+		return locker.State{}, b.opts.err
+	}
 	r, err := b.d.Eval(ctx, InspectScript, []string{key}, nil)
 	if err != nil {
 		return locker.State{}, b.fail(ctx, "inspect", key, err)
@@ -197,6 +231,9 @@ func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error)
 
 // ForceRelease implements locker.Locker with force.lua.
 func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {
+	if b.opts.err != nil {
+		return false, b.opts.err
+	}
 	r, err := b.d.Eval(ctx, ForceScript, []string{key}, []string{Channel(key)})
 	if err != nil {
 		return false, b.fail(ctx, "force release", key, err)
@@ -207,6 +244,9 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {
 // Subscribe implements locker.Locker: one driver subscription per channel, shared by every
 // waiter of the key and ended when the last one leaves.
 func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	if b.opts.err != nil {
+		return nil, nil, b.opts.err
+	}
 	ch, cancel, err := b.notices.subscribe(ctx, Channel(key))
 	if err != nil {
 		return nil, nil, b.fail(ctx, "subscribe", key, err)
@@ -226,7 +266,7 @@ func (b *Backend) fail(ctx context.Context, op, key string, err error) error {
 	if ctxErr != nil && !errors.Is(err, ctxErr) {
 		return fmt.Errorf("%s: %s %q: %w (%w)", b.prefix, op, key, ctxErr, err)
 	}
-	if Unavailable(err) {
+	if Unavailable(err) && !errors.Is(err, locker.ErrUnavailable) {
 		return fmt.Errorf("%s: %s %q: %w: %w", b.prefix, op, key, locker.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %s %q: %w", b.prefix, op, key, err)

@@ -25,6 +25,10 @@ func (h hungDriver) Eval(ctx context.Context, _ *Script, _, _ []string) (Reply, 
 	return Reply{}, h.wait(ctx)
 }
 
+func (h hungDriver) EvalWait(ctx context.Context, _ *Script, _, _ []string, _ int, _ time.Duration) (Reply, int, error) {
+	return Reply{}, 0, h.wait(ctx)
+}
+
 func (h hungDriver) EvalBatch(ctx context.Context, _ *Script, calls []Call) []Result {
 	err := h.wait(ctx)
 	res := make([]Result, len(calls))
@@ -45,6 +49,7 @@ func (hungDriver) Cluster() bool { return false }
 func TestCallsAreBounded(t *testing.T) {
 	d := hungDriver{deadlines: make(chan bool, 1)}
 	b := New(d, "test")
+	acked := New(d, "test", WithReplicaAck(1, time.Second))
 	calls := map[string]func(ctx context.Context, key string) error{
 		"acquire": func(ctx context.Context, k string) error {
 			_, err := b.Acquire(ctx, locker.AcquireRequest{Key: k, Owner: "o", TTL: time.Second})
@@ -52,6 +57,14 @@ func TestCallsAreBounded(t *testing.T) {
 		},
 		"release": func(ctx context.Context, k string) error {
 			_, err := b.Release(ctx, locker.ReleaseRequest{Key: k, Owner: "o"})
+			return err
+		},
+		"acquire with ack": func(ctx context.Context, k string) error {
+			_, err := acked.Acquire(ctx, locker.AcquireRequest{Key: k, Owner: "o", TTL: time.Second})
+			return err
+		},
+		"release with ack": func(ctx context.Context, k string) error {
+			_, err := acked.Release(ctx, locker.ReleaseRequest{Key: k, Owner: "o"})
 			return err
 		},
 		"renew": func(ctx context.Context, k string) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Driver is what a Redis adapter implements: its client's way to run the canonical scripts and
@@ -20,6 +21,15 @@ type Driver interface {
 	// cluster, one per node), with the same NOSCRIPT fallback, and returns one Result per call,
 	// in order.
 	EvalBatch(ctx context.Context, s *Script, calls []Call) []Result
+
+	// EvalWait runs s as Eval does, then WAIT replicas timeout on the same connection, sent
+	// with the script in one round trip (on a cluster, to the master of keys[0]'s slot), and
+	// returns the script's reply and WAIT's: how many replicas acknowledged every write of
+	// that connection so far. When the script is refused with NOSCRIPT it runs EVAL, then WAIT
+	// again, the same way. timeout is whole milliseconds, at least 1; a driver that cannot
+	// read a reply that late (go-redis: its ReadTimeout) waits less. An error of the script is
+	// returned as the error.
+	EvalWait(ctx context.Context, s *Script, keys, args []string, replicas int, timeout time.Duration) (Reply, int, error)
 
 	// Subscribe subscribes to channel — SSUBSCRIBE when sharded, else SUBSCRIBE — on a
 	// connection of the driver's own (never one that runs commands), and returns once the

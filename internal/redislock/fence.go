@@ -11,6 +11,9 @@ var _ locker.FenceRaiser = (*Backend)(nil)
 
 // RaiseFence implements locker.FenceRaiser with raise.lua.
 func (b *Backend) RaiseFence(ctx context.Context, key string, token uint64) error {
+	if b.opts.err != nil {
+		return b.opts.err
+	}
 	_, err := b.d.Eval(ctx, RaiseScript, []string{FenceKey(key)}, []string{strconv.FormatUint(token, 10)})
 	if err != nil {
 		return b.fail(ctx, "raise fence", key, err)

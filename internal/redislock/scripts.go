@@ -12,6 +12,8 @@
 //     by SPUBLISH where the server has it (Redis >= 7), else by PUBLISH; subscribers use
 //     SSUBSCRIBE or SUBSCRIBE to match.
 //   - Leases are whole milliseconds, rounded up.
+//   - With WithReplicaAck, an acquire or a release is followed by WAIT on the same connection
+//     (Driver.EvalWait), and an acquire that too few replicas acknowledged is taken back.
 package redislock
 
 import (

@@ -2,10 +2,13 @@ package redislock
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
 	"syscall"
+
+	"github.com/hashlock/locker"
 )
 
 // transientReplies are the Redis error replies of a server that will answer again soon: loading
@@ -14,7 +17,8 @@ var transientReplies = []string{"LOADING ", "READONLY ", "MASTERDOWN ", "CLUSTER
 
 // Unavailable reports whether a driver error means that the server could not be reached or
 // could not answer for now, so that the same call may succeed later: a network error (refused,
-// reset, broken pipe, timeout, EOF) or one of the transient error replies. Errors such as NOPERM,
+// reset, broken pipe, timeout, EOF), one of the transient error replies, or an error that wraps
+// locker.ErrUnavailable (a driver that knows an error to pass says so). Errors such as NOPERM,
 // WRONGTYPE or a script error are not.
 func Unavailable(err error) bool {
 	if err == nil {
@@ -24,7 +28,7 @@ func Unavailable(err error) bool {
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
-		errors.As(err, &ne):
+		errors.As(err, &ne), errors.Is(err, locker.ErrUnavailable):
 		return true
 	}
 	msg := err.Error()
@@ -34,4 +38,16 @@ func Unavailable(err error) bool {
 		}
 	}
 	return false
+}
+
+// Moved returns err wrapped with locker.ErrUnavailable when it is a MOVED or ASK reply, which a
+// driver's EvalWait may get on a cluster: it sends the script to the master of the key's slot
+// itself, and when the slot has moved since, the client only updates its slot map, and the call
+// may be sent again. Otherwise it returns err. (Elsewhere such replies are the driver's to
+// follow, or mean a misconfiguration.)
+func Moved(err error) error {
+	if err != nil && (strings.HasPrefix(err.Error(), "MOVED ") || strings.HasPrefix(err.Error(), "ASK ")) {
+		return fmt.Errorf("%w: %w", locker.ErrUnavailable, err)
+	}
+	return err
 }

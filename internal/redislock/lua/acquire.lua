@@ -13,6 +13,8 @@
 -- A request sent again changes nothing: a fresh owner's is recognised by its hold (no marker is
 -- written: the common case costs nothing), another owner's by its marker. Either reports the
 -- first outcome while the hold is there; a request taken back (marker 0) is refused with {0, 0}.
+-- Either still writes (the lease, or the marker's lifetime): a WAIT after this call, on this
+-- call's connection, then also covers the first call's writes, made on another (replica acks).
 local lock, owner = KEYS[1], ARGV[1]
 local flags = ARGV[3]
 local marker = flags:find('m', 1, true) and KEYS[2]
@@ -27,6 +29,7 @@ end
 if marker then
   local done = redis.call('get', marker)
   if done then
+    redis.call('pexpire', marker, 20000)
     if done ~= '0' and redis.call('hexists', lock, owner) == 1 then
       return {tonumber(done), current()}
     end

@@ -9,7 +9,8 @@
 -- Returns the holds left (>= 0), or -1 when there is nothing to release: the owner holds no lock
 -- on the key, or (take-back) the acquire did not take effect. The lease is left as it is while
 -- holds remain.
--- A release sent again changes nothing: its marker reports the first outcome.
+-- A release sent again changes nothing but its marker's lifetime (a write, for a WAIT after it:
+-- see acquire.lua); the marker reports the first outcome.
 -- A take-back leaves the acquire's marker at 0, so that the acquire, if it arrives later, is
 -- refused; it removes the hold the acquire added: one hold, or a fresh owner's every hold.
 local lock, owner = KEYS[1], ARGV[1]
@@ -25,6 +26,7 @@ if marker then
       return -1
     end
   elseif done then
+    redis.call('pexpire', marker, 20000)
     return tonumber(done)
   end
 end

@@ -1,0 +1,118 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashlock/locker"
+)
+
+// ErrNotReplicated means that fewer replicas than asked for (WithReplicaAck) acknowledged an
+// acquire or a release within the timeout. An error wrapping it also wraps locker.ErrUnavailable:
+// for an acquire, the lock was taken back and the Client's Lock tries again; for a release, the
+// lock was released on the master, but a failover may bring it back until its lease runs out.
+// The adapters export it as their ErrNotReplicated, to test with errors.Is.
+var ErrNotReplicated = errors.New("locker: not acknowledged by enough replicas")
+
+// An Option configures a Backend. The adapters export it as their Option.
+type Option func(*options)
+
+// options is the resolved set of Options of a Backend.
+type options struct {
+	acks       int           // replicas to wait for after an acquire or a release; 0: none
+	ackTimeout time.Duration // the longest wait for them
+	err        error         // the first invalid option, returned by every call
+}
+
+// WithReplicaAck makes the Backend wait, after every acquire and every release, until n replicas
+// of the master that ran it have acknowledged it (Redis WAIT n, on the same connection, in the
+// same round trip), for at most timeout (whole milliseconds, rounded up; and at most half of
+// what is left of the call's ctx, so that an acquire can still be taken back within it).
+//
+// When fewer than n acknowledge in time, a granted acquire is taken back at once (its hold is
+// released, with the request ID of the acquire when it has one) and Acquire returns an error
+// wrapping locker.ErrUnavailable and ErrNotReplicated, which Lock retries within its ctx; a
+// release has happened on the master, and Release returns an error wrapping the same two.
+// Renewals, Inspect and ForceRelease do not wait.
+//
+// n must be at least 1 and timeout positive; otherwise every call of the Backend returns an
+// error wrapping locker.ErrInvalid. Default: no waiting.
+func WithReplicaAck(n int, timeout time.Duration) Option {
+	return func(o *options) {
+		if n < 1 || timeout <= 0 {
+			o.fail(fmt.Errorf("%w: WithReplicaAck(%d, %v): want at least 1 replica and a positive timeout", locker.ErrInvalid, n, timeout))
+			return
+		}
+		o.acks, o.ackTimeout = n, timeout
+	}
+}
+
+// fail records err unless an earlier option was invalid already.
+func (o *options) fail(err error) {
+	if o.err == nil {
+		o.err = err
+	}
+}
+
+func resolve(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		if opt == nil {
+			o.fail(fmt.Errorf("%w: nil Option", locker.ErrInvalid))
+			continue
+		}
+		opt(&o)
+	}
+	return o
+}
+
+// change runs a script that changes the lock (acquire.lua, release.lua): with WithReplicaAck,
+// through Driver.EvalWait, reporting how many replicas acknowledged it; otherwise through Eval,
+// reporting -1.
+func (b *Backend) change(ctx context.Context, s *Script, keys, args []string) (Reply, int, error) {
+	if b.opts.acks == 0 {
+		r, err := b.d.Eval(ctx, s, keys, args)
+		return r, -1, err
+	}
+	wait := b.waitFor(ctx)
+	if _, ok := ctx.Deadline(); !ok {
+		// Every call ends: the drivers' own I/O timeouts may not cover a wait this long.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait+CallTimeout)
+		defer cancel()
+	}
+	return b.d.EvalWait(ctx, s, keys, args, b.opts.acks, wait)
+}
+
+// waitFor returns the WAIT timeout of a call with ctx: the configured one, but at most half of
+// what is left of ctx; in whole milliseconds (rounded up from the configuration, down from ctx),
+// at least 1 (WAIT 0 would wait for ever).
+func (b *Backend) waitFor(ctx context.Context) time.Duration {
+	wait := (b.opts.ackTimeout + time.Millisecond - 1).Truncate(time.Millisecond)
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, (time.Until(d) / 2).Truncate(time.Millisecond))
+	}
+	return max(wait, time.Millisecond)
+}
+
+// unreplicated is the error of an acquire or a release that fewer than the configured replicas
+// acknowledged.
+func (b *Backend) unreplicated(op, key string, acks int, what string) error {
+	return fmt.Errorf("%s: %s %q: %w: %w (%d of %d)%s", b.prefix, op, key, locker.ErrUnavailable, ErrNotReplicated, acks, b.opts.acks, what)
+}
+
+// takeBack undoes a granted acquire that too few replicas acknowledged: a take-back of req.ID
+// when it has one (a copy of the acquire sent again later is then refused), else the release of
+// one hold. It does not wait for replicas: the take-back is about the master, and an acquire
+// lost in a failover is as good as taken back. It returns the error for Acquire.
+func (b *Backend) takeBack(ctx context.Context, req locker.AcquireRequest, acks int) error {
+	keys, args := releaseCall(locker.ReleaseRequest{Key: req.Key, Owner: req.Owner, ID: req.ID, Undo: req.ID != "", Fresh: req.Fresh})
+	if _, err := b.d.Eval(ctx, ReleaseScript, keys, args); err != nil {
+		// The hold may still be there: the Client takes the acquire back again (or sends it
+		// again, and then waits for the replicas again).
+		return fmt.Errorf("%w; taking it back failed: %w", b.unreplicated("acquire", req.Key, acks, ""), b.fail(ctx, "release", req.Key, err))
+	}
+	return b.unreplicated("acquire", req.Key, acks, "; taken back")
+}
