@@ -378,7 +378,7 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 		case <-timer.C:
 		case <-ctx.Done():
 			if unavailable != nil {
-				refused.TTL = 0
+				return nil, fmt.Errorf("%w; the backend was unavailable: %w", &NotObtainedError{Key: r.key, Err: ctx.Err()}, unavailable)
 			}
 			refused.Err = ctx.Err()
 			return nil, refused

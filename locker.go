@@ -241,6 +241,9 @@ type NotObtainedError struct {
 // Error describes the refusal.
 func (e *NotObtainedError) Error() string {
 	msg := fmt.Sprintf("locker: lock %q not obtained: held by another owner for %v more", e.Key, e.TTL)
+	if e.TTL <= 0 {
+		msg = fmt.Sprintf("locker: lock %q not obtained", e.Key)
+	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
 	}

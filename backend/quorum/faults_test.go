@@ -189,8 +189,8 @@ func TestTwoNodesDown(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err := c.Lock(ctx, "k")
-	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Lock with two nodes down = %v, want it to fail with its ctx", err)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, locker.ErrNotObtained) {
+		t.Fatalf("Lock with two nodes down = %v, want ErrNotObtained with its ctx's error", err)
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("Lock took %v for a ctx of 600ms", d)
