@@ -32,7 +32,9 @@ var mutants = []struct {
 	{"fixed-lease-renewed", "Model"},           // the lease never ends
 	{"no-notice-on-release", "Client/Notices"}, // waiters sleep through a release
 	{"no-notice-on-release", "Client/NoticeWakesWaiter"},
-	{"request-id-ignored", "Model"},           // a release sent again removes a second hold
+	{"request-id-ignored", "Model"}, // a release sent again removes a second hold
+	{"request-id-ignored", "Client/LostAcquireReply"},
+	{"request-id-ignored", "Client/LostReleaseReply"},
 	{"undo-ignored", "Model"},                 // a take-back does nothing
 	{"undo-ignored", "Client/NoOrphanedHold"}, // a cancelled Lock leaves its hold for a TTL
 	{"fence-per-acquire", "Model"},            // re-entry draws a new fencing token
