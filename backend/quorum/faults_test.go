@@ -307,10 +307,12 @@ func TestFencingAcrossMajorities(t *testing.T) {
 
 // Invalid configurations fail every call with ErrInvalid, and never panic.
 func TestInvalidConfig(t *testing.T) {
+	same := memory.New()
 	for name, b := range map[string]*quorum.Backend{
 		"no nodes":         quorum.New(),
 		"nil node":         quorum.New(memory.New(), nil, memory.New()),
 		"negative timeout": quorum.NewConfig(quorum.Config{Nodes: []locker.Locker{memory.New()}, NodeTimeout: -time.Second}),
+		"same node twice":  quorum.New(same, memory.New(), same),
 	} {
 		_, err := locker.New(b).Lock(context.Background(), "k")
 		if !errors.Is(err, locker.ErrInvalid) {

@@ -21,7 +21,7 @@ func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, f
 		ch     <-chan struct{}
 		cancel func()
 	}
-	res := all(ctx, b, b.timeout, func(ctx context.Context, n locker.Locker) (sub, error) {
+	res := all(ctx, b, b.timeout, func(ctx context.Context, _ int, n locker.Locker) (sub, error) {
 		ch, cancel, err := n.Subscribe(ctx, key)
 		return sub{ch, cancel}, err
 	})

@@ -19,7 +19,7 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		return locker.Acquisition{}, b.err
 	}
 	start := time.Now()
-	res := all(ctx, b, min(b.timeout, req.TTL), func(ctx context.Context, n locker.Locker) (locker.Acquisition, error) {
+	res := all(ctx, b, min(b.timeout, req.TTL), func(ctx context.Context, _ int, n locker.Locker) (locker.Acquisition, error) {
 		return n.Acquire(ctx, req)
 	})
 	var (
@@ -90,7 +90,7 @@ func (b *Backend) fence(ctx context.Context, req locker.AcquireRequest, res []ou
 	if holds > 1 {
 		return token, nil // a re-entry: the counters were raised when the lock was new
 	}
-	raised := all(ctx, b, b.timeout, func(ctx context.Context, n locker.Locker) (struct{}, error) {
+	raised := all(ctx, b, b.timeout, func(ctx context.Context, _ int, n locker.Locker) (struct{}, error) {
 		fr, ok := n.(locker.FenceRaiser)
 		if !ok {
 			return struct{}{}, fmt.Errorf("quorum: node %T cannot raise fencing counters: %w", n, locker.ErrInvalid)
@@ -121,8 +121,7 @@ func (b *Backend) fence(ctx context.Context, req locker.AcquireRequest, res []ou
 func (b *Backend) takeBack(ctx context.Context, req locker.AcquireRequest, res []outcome[locker.Acquisition]) {
 	ctx = context.WithoutCancel(ctx)
 	undo := locker.ReleaseRequest{Key: req.Key, Owner: req.Owner, ID: req.ID, Undo: req.ID != "", Fresh: req.Fresh}
-	all(ctx, b, b.timeout, func(ctx context.Context, n locker.Locker) (struct{}, error) {
-		i := indexOf(b.nodes, n)
+	all(ctx, b, b.timeout, func(ctx context.Context, i int, n locker.Locker) (struct{}, error) {
 		granted := res[i].err == nil && res[i].v.Acquired()
 		if granted || (undo.Undo && mayHaveActed(res[i].err)) {
 			_, err := n.Release(ctx, undo)
@@ -132,22 +131,13 @@ func (b *Backend) takeBack(ctx context.Context, req locker.AcquireRequest, res [
 	})
 }
 
-func indexOf(nodes []locker.Locker, n locker.Locker) int {
-	for i, x := range nodes {
-		if x == n {
-			return i
-		}
-	}
-	return -1
-}
-
 // Release implements locker.Locker: it releases on every node and reports the majority's
 // remaining count; ErrNotHeld when a majority does not hold the lock.
 func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
-	res := all(ctx, b, b.timeout, func(ctx context.Context, n locker.Locker) (int, error) {
+	res := all(ctx, b, b.timeout, func(ctx context.Context, _ int, n locker.Locker) (int, error) {
 		return n.Release(ctx, req)
 	})
 	var (
@@ -187,7 +177,7 @@ func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 		}
 		return errs
 	}
-	res := all(ctx, b, b.timeout, func(ctx context.Context, n locker.Locker) ([]error, error) {
+	res := all(ctx, b, b.timeout, func(ctx context.Context, _ int, n locker.Locker) ([]error, error) {
 		return n.Renew(ctx, batch), nil
 	})
 	for i, r := range batch {
@@ -226,7 +216,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error)
 	if b.err != nil {
 		return locker.State{}, b.err
 	}
-	res := all(ctx, b, b.timeout, func(ctx context.Context, n locker.Locker) (locker.State, error) {
+	res := all(ctx, b, b.timeout, func(ctx context.Context, _ int, n locker.Locker) (locker.State, error) {
 		return n.Inspect(ctx, key)
 	})
 	var (
@@ -262,7 +252,7 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {
 	if b.err != nil {
 		return false, b.err
 	}
-	res := all(ctx, b, b.timeout, func(ctx context.Context, n locker.Locker) (bool, error) {
+	res := all(ctx, b, b.timeout, func(ctx context.Context, _ int, n locker.Locker) (bool, error) {
 		return n.ForceRelease(ctx, key)
 	})
 	removed, answered := 0, 0
@@ -289,7 +279,7 @@ func (b *Backend) RaiseFence(ctx context.Context, key string, token uint64) erro
 	if b.err != nil {
 		return b.err
 	}
-	res := all(ctx, b, b.timeout, func(ctx context.Context, n locker.Locker) (struct{}, error) {
+	res := all(ctx, b, b.timeout, func(ctx context.Context, _ int, n locker.Locker) (struct{}, error) {
 		fr, ok := n.(locker.FenceRaiser)
 		if !ok {
 			return struct{}{}, fmt.Errorf("quorum: node %T cannot raise fencing counters: %w", n, locker.ErrInvalid)

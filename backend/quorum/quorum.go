@@ -35,6 +35,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -73,8 +74,8 @@ type Backend struct {
 func New(nodes ...locker.Locker) *Backend { return NewConfig(Config{Nodes: nodes}) }
 
 // NewConfig returns a Backend configured by cfg. It never fails: an invalid configuration (no
-// nodes, a nil node, a negative timeout) makes every call return an error wrapping
-// locker.ErrInvalid.
+// nodes, a nil node, the same node twice, a negative timeout) makes every call return an error
+// wrapping locker.ErrInvalid.
 func NewConfig(cfg Config) *Backend {
 	b := &Backend{nodes: slices.Clone(cfg.Nodes), majority: len(cfg.Nodes)/2 + 1, timeout: cfg.NodeTimeout}
 	if b.timeout == 0 {
@@ -85,6 +86,8 @@ func NewConfig(cfg Config) *Backend {
 		b.err = fmt.Errorf("quorum: no nodes: %w", locker.ErrInvalid)
 	case slices.Contains(b.nodes, nil):
 		b.err = fmt.Errorf("quorum: a nil node: %w", locker.ErrInvalid)
+	case repeats(b.nodes):
+		b.err = fmt.Errorf("quorum: the same node twice: the nodes must be independent: %w", locker.ErrInvalid)
 	case b.timeout < 0:
 		b.err = fmt.Errorf("quorum: node timeout %v: %w", cfg.NodeTimeout, locker.ErrInvalid)
 	}
@@ -94,22 +97,37 @@ func NewConfig(cfg Config) *Backend {
 // Majority returns how many nodes make a majority.
 func (b *Backend) Majority() int { return b.majority }
 
+// repeats reports whether one node is given twice (nodes of a comparable type only).
+func repeats(nodes []locker.Locker) bool {
+	for i, n := range nodes {
+		if !reflect.TypeOf(n).Comparable() {
+			continue
+		}
+		for _, m := range nodes[:i] {
+			if reflect.TypeOf(m) == reflect.TypeOf(n) && m == n {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // outcome is one node's answer.
 type outcome[T any] struct {
 	v   T
 	err error
 }
 
-// all calls f on every node in parallel, each with ctx bounded by bound, and returns the
-// outcomes in node order.
-func all[T any](ctx context.Context, b *Backend, bound time.Duration, f func(ctx context.Context, n locker.Locker) (T, error)) []outcome[T] {
+// all calls f on every node (with its index) in parallel, each with ctx bounded by bound, and
+// returns the outcomes in node order.
+func all[T any](ctx context.Context, b *Backend, bound time.Duration, f func(ctx context.Context, i int, n locker.Locker) (T, error)) []outcome[T] {
 	out := make([]outcome[T], len(b.nodes))
 	var wg sync.WaitGroup
 	for i, n := range b.nodes {
 		wg.Go(func() {
 			nctx, cancel := context.WithTimeout(ctx, bound)
 			defer cancel()
-			out[i].v, out[i].err = f(nctx, n)
+			out[i].v, out[i].err = f(nctx, i, n)
 		})
 	}
 	wg.Wait()
