@@ -88,7 +88,7 @@ func runDemo(ctx context.Context, w io.Writer, cfg demoConfig, backend *conn) er
 			tl.event(wk.name, "renewed %q", key)
 			renewals.Add(1)
 		}}
-		wk.client = locker.New(wk.obs, locker.WithTTL(cfg.TTL))
+		wk.client = locker.New(wk.obs, locker.WithTTL(cfg.TTL), locker.WithFencing())
 		defer wk.client.Close() // Close waits for the watchdog: no event comes after it
 	}
 
@@ -147,7 +147,7 @@ func (wk *worker) round(ctx context.Context, tl *timeline, cfg demoConfig) (sect
 	if wk.obs.refused.Load() > refused {
 		tl.event(wk.name, "waited %dms", sec.from.Sub(asked).Milliseconds())
 	}
-	tl.event(wk.name, "acquired (holds %d)", outer.Holds())
+	tl.event(wk.name, "acquired (holds %d, fencing token %d)", outer.Holds(), outer.Token())
 	err = wk.nested(outer, tl, cfg)
 	sec.to = time.Now()
 	if uerr := outer.Unlock(); uerr != nil {
