@@ -62,7 +62,13 @@ benchmarks of bench/compare.`,
 		fs.StringVar(&cfg.JSON, "json", "", "also write the results as JSON to `FILE` (- for stdout, and the tables to stderr)")
 		fs.BoolVar(&cfg.Markdown, "markdown", false, "print the tables in Markdown")
 		return func(ctx context.Context, s *streams, _ []string) error {
-			cfg.URL, cfg.Drivers = cf.url, cf.driver
+			if len(cf.urls) > 1 {
+				return usagef("bench takes one --redis (the quorum's cost is in go test -bench ./bench/)")
+			}
+			if len(cf.urls) == 1 {
+				cfg.URL = cf.urls[0]
+			}
+			cfg.Drivers = cf.driver
 			fs.Visit(func(f *flag.Flag) { cfg.LeasesSet = cfg.LeasesSet || f.Name == "leases" })
 			return runBench(ctx, s, cfg)
 		}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
+	"github.com/hashlock/locker/backend/quorum"
 	redigolocker "github.com/hashlock/locker/backend/redigo"
 	rueidislocker "github.com/hashlock/locker/backend/rueidis"
 )
@@ -32,9 +34,19 @@ const connectTimeout = 10 * time.Second
 
 // connFlags are the values of --redis and --driver.
 type connFlags struct {
-	url      string
+	urls     urlList // one server, or the independent servers of a quorum
 	driver   string
 	embedded bool // no URL: start an embedded miniredis (demo); else $LOCKER_REDIS, else a usage error
+}
+
+// urlList is the value of --redis, which may be repeated.
+type urlList []string
+
+func (l *urlList) String() string { return strings.Join(*l, " ") }
+
+func (l *urlList) Set(s string) error {
+	*l = append(*l, s)
+	return nil
 }
 
 // addConnFlags registers --redis and --driver on fs. With embedded, a command without --redis
@@ -45,7 +57,7 @@ func addConnFlags(fs *flag.FlagSet, embedded bool) *connFlags {
 	if embedded {
 		def = "an embedded miniredis"
 	}
-	fs.StringVar(&c.url, "redis", "", "Redis server `URL`: redis://[user:password@]host:port[/db], or rediss:// for TLS (default "+def+")")
+	fs.Var(&c.urls, "redis", "Redis server `URL`: redis://[user:password@]host:port[/db], or rediss:// for TLS (default "+def+"); repeat it for a quorum of 3 or 5 independent servers (backend/quorum)")
 	fs.StringVar(&c.driver, "driver", c.driver, "Go Redis `driver`: goredis, rueidis or redigo")
 	return c
 }
@@ -63,7 +75,13 @@ func (c *connFlags) connect(ctx context.Context) (*conn, error) {
 	if !slices.Contains(drivers, c.driver) {
 		return nil, usagef("--driver %q: must be one of goredis, rueidis, redigo", c.driver)
 	}
-	raw := c.url
+	if len(c.urls) > 1 {
+		return c.connectQuorum(ctx)
+	}
+	raw := ""
+	if len(c.urls) == 1 {
+		raw = c.urls[0]
+	}
 	if raw == "" && !c.embedded {
 		if raw = os.Getenv(redisEnv); raw == "" {
 			return nil, usagef("no Redis server: pass --redis URL or set %s", redisEnv)
@@ -85,6 +103,11 @@ func (c *connFlags) connect(ctx context.Context) (*conn, error) {
 		cn.close = func() { closeDriver(); m.Close() }
 		return cn, nil
 	}
+	return c.connectURL(ctx, raw)
+}
+
+// connectURL connects to the server at raw.
+func (c *connFlags) connectURL(ctx context.Context, raw string) (*conn, error) {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
 		return nil, usagef("--redis: want redis://[user:password@]host:port[/db] or rediss://…, got %s", redacted(raw))
@@ -95,6 +118,36 @@ func (c *connFlags) connect(ctx context.Context) (*conn, error) {
 	}
 	cn.desc = "Redis at " + u.Redacted() + ", driver " + c.driver
 	return cn, nil
+}
+
+// connectQuorum connects to every server of a quorum: all of them must answer at the start.
+func (c *connFlags) connectQuorum(ctx context.Context) (*conn, error) {
+	if len(c.urls) < 3 {
+		return nil, usagef("--redis given %d times: a quorum needs 3 or more independent servers (3 or 5)", len(c.urls))
+	}
+	var (
+		nodes []locker.Locker
+		conns []*conn
+	)
+	closeAll := func() {
+		for _, cn := range conns {
+			cn.close()
+		}
+	}
+	for _, raw := range c.urls {
+		cn, err := c.connectURL(ctx, raw)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		conns = append(conns, cn)
+		nodes = append(nodes, cn.Locker)
+	}
+	return &conn{
+		Locker: quorum.New(nodes...),
+		desc:   fmt.Sprintf("a quorum of %d Redis servers (a majority of %d decides), driver %s", len(nodes), len(nodes)/2+1, c.driver),
+		close:  closeAll,
+	}, nil
 }
 
 // dial makes a Locker of driver on the server at the URL raw and PINGs the server.

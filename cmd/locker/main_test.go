@@ -86,7 +86,7 @@ var servers = []server{
 // libClient is a Client of the library on the server at url, closed with the test.
 func libClient(t *testing.T, url string, opts ...locker.Option) *locker.Client {
 	t.Helper()
-	cn, err := (&connFlags{url: url, driver: "goredis"}).connect(context.Background())
+	cn, err := (&connFlags{urls: urlList{url}, driver: "goredis"}).connect(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -388,3 +388,45 @@ func TestRunForwardsSignals(t *testing.T) {
 		})
 	}
 }
+
+// --redis repeated makes a quorum: run holds the lock on a majority of the servers while the
+// command runs (so another owner on the same quorum is refused), and frees it after; twice is a
+// usage error.
+func TestRunQuorum(t *testing.T) {
+	t.Parallel()
+	var args []string
+	var urls []string
+	for range 3 {
+		u := startMiniredis(t)
+		urls = append(urls, u)
+		args = append(args, "--redis", u)
+	}
+	tio := newIO("", false)
+	code := goRun(tio, append(append([]string{"run"}, args...), append([]string{"--key", "job", "--fencing", "--"}, child("signals")...)...))
+	pid := readyPID(t, tio.stdout)
+	held := 0
+	for _, u := range urls {
+		if st, err := libClient(t, u).Inspect(context.Background(), "job"); err == nil && st.Locked {
+			held++
+		}
+	}
+	if held < 2 {
+		t.Errorf("while the command runs, %d of 3 servers hold the key, want a majority", held)
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if c := exitCode(t, code); c != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit code %d, want %d\nstderr:\n%s", c, 128+int(syscall.SIGTERM), tio.stderr)
+	}
+	for i, u := range urls {
+		if st, err := libClient(t, u).Inspect(context.Background(), "job"); err != nil || st.Locked {
+			t.Errorf("server %d after run: %+v, %v; want free", i, st, err)
+		}
+	}
+	two := newIO("", false)
+	two.exec(t, 2, append(append([]string{"run"}, args[:4]...), "--key", "job", "--", "true")...)
+	if !strings.Contains(two.stderr.String(), "a quorum needs 3 or more") {
+		t.Errorf("--redis twice: stderr %q, want the quorum's usage error", two.stderr)
+	}
+}
