@@ -17,26 +17,12 @@ type Option = redislock.Option
 // timeout (DialReadTimeout), timeout must be shorter than it.
 //
 // When fewer than n acknowledge in time, a granted acquire is taken back at once and the call
-// fails with an error wrapping locker.ErrUnavailable and ErrNotReplicated: Lock tries again
-// within its ctx, TryLock returns it. A release that fewer acknowledged has happened on the
-// master, but fails the same way: Unlock sends it again (it is idempotent) up to 3 times, and
-// returns the error if the replicas still do not acknowledge it (with the replicas gone, an
-// Unlock takes about 3 timeouts). Renewals, Inspect and ForceUnlock do not wait.
-//
-// What it guarantees: when Lock returns a lease, n replicas have acknowledged the lock; if the
-// master dies and one of them is promoted, the lock is held there, by the same owner, with the
-// same hold count. What it does not: WAIT does not make Redis strongly consistent. A failover
-// may promote a replica that did not acknowledge (when n is less than the number of replicas:
-// Sentinel and Cluster prefer the most up-to-date replica, but do not promise it). An
-// acknowledgement means the replica has the write in memory, not on disk. Renewals are not
-// waited for: the promoted replica has the lease as of the last renewal that reached it, so the
-// lease may run out there while the holder's lease context is live, and another owner may get
-// the lock before the holder's next renewal finds it gone. And the lease then runs on the
-// promoted replica's clock.
-//
-// Cost: one more command in the acquire's and the release's round trip, and the time the replicas
-// take to acknowledge (at least one round trip between master and replica). A restricted user's
-// ACL needs the command (+wait).
+// fails with an error wrapping locker.ErrUnavailable and ErrNotReplicated (Lock tries again
+// within its ctx); a release has happened on the master but fails the same way (Unlock sends it
+// again up to 3 times). Renewals, Inspect and ForceUnlock do not wait. An acknowledged lock
+// survives the promotion of an acknowledging replica; a failover to one that did not acknowledge
+// can still lose it: what it guarantees and what it costs are in the README's Safety section. A
+// restricted user's ACL needs +wait.
 //
 // n must be at least 1 and timeout positive, or every call of the Backend returns an error
 // wrapping locker.ErrInvalid. Default: no waiting.
