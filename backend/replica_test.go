@@ -416,3 +416,42 @@ func BenchmarkReplicaAck(b *testing.B) {
 		}
 	}
 }
+
+// Renewals wait for the replicas too: with the replication link cut, they are not acknowledged,
+// so the holder's lease context ends (ErrLockLost) within about a TTL, while the lease the
+// replica last saw may run out; the master still has the hold, renewed but unconfirmed. Without
+// acknowledgement the lease would go on, and after a failover the promoted replica would free
+// the key while the holder still works under it.
+func TestReplicaAckRenewalsUnconfirmedEndLease(t *testing.T) {
+	for _, d := range drivers {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			p := startPair(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			const ttl = 600 * time.Millisecond
+			c := locker.New(d.new(t, p.master.Addr, redislock.WithReplicaAck(1, 50*time.Millisecond)), locker.WithTTL(ttl))
+			defer c.Close()
+			l, err := c.Lock(ctx, "renewals")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cut := time.Now()
+			p.link.Blackhole()
+			select {
+			case <-l.Context().Done():
+			case <-time.After(2 * ttl):
+				t.Fatalf("the lease context was live %v after replication stopped (TTL %v)", 2*ttl, ttl)
+			}
+			if cause := context.Cause(l.Context()); !errors.Is(cause, locker.ErrLockLost) {
+				t.Fatalf("the lease ended with %v, want ErrLockLost", cause)
+			}
+			if d := time.Since(cut); d > ttl+ttl/2 {
+				t.Fatalf("the lease ended %v after replication stopped, want within about a TTL (%v)", d, ttl)
+			}
+			if !exists(t, p.master, "renewals") {
+				t.Fatal("the master lost the hold: the lease should have ended for want of acknowledgement only")
+			}
+		})
+	}
+}

@@ -20,7 +20,8 @@ type Option = redislock.Option
 // When fewer than n acknowledge in time, a granted acquire is taken back at once and the call
 // fails with an error wrapping locker.ErrUnavailable and ErrNotReplicated (Lock tries again
 // within its ctx); a release has happened on the master but fails the same way (Unlock sends it
-// again up to 3 times). Renewals, Inspect and ForceUnlock do not wait. An acknowledged lock
+// again up to 3 times). Renewals wait too: one that too few acknowledged does not extend the
+// lease, so a lease that the replicas stop confirming ends. An acknowledged lock
 // survives the promotion of an acknowledging replica; a failover to one that did not acknowledge
 // can still lose it: what it guarantees and what it costs are in the README's Safety section. A
 // restricted user's ACL needs +wait.

@@ -161,7 +161,12 @@ func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 		}
 		calls[i] = c
 	}
-	results := b.d.EvalBatch(ctx, RenewScript, calls)
+	var results []Result
+	if b.opts.acks > 0 {
+		results = b.renewAcknowledged(ctx, calls)
+	} else {
+		results = b.d.EvalBatch(ctx, RenewScript, calls)
+	}
 	for i, g := range groups {
 		var res Result
 		if i < len(results) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hashlock/locker"
@@ -35,7 +36,9 @@ type options struct {
 // released, with the request ID of the acquire when it has one) and Acquire returns an error
 // wrapping locker.ErrUnavailable and ErrNotReplicated, which Lock retries within its ctx; a
 // release has happened on the master, and Release returns an error wrapping the same two.
-// Renewals, Inspect and ForceRelease do not wait.
+// Renewals wait too (one EvalWait per script call of the batch): a renewal that too few
+// acknowledged is reported as unknown, so the Client does not extend the lease on its account.
+// Inspect and ForceRelease do not wait.
 //
 // n must be at least 1 and timeout positive; otherwise every call of the Backend returns an
 // error wrapping locker.ErrInvalid. Default: no waiting.
@@ -84,6 +87,34 @@ func (b *Backend) change(ctx context.Context, s *Script, keys, args []string) (R
 		defer cancel()
 	}
 	return b.d.EvalWait(ctx, s, keys, args, b.opts.acks, wait)
+}
+
+// renewConcurrency bounds the renewal calls (with their WAITs) in flight at once.
+const renewConcurrency = 8
+
+// renewAcknowledged runs the renewal calls with WithReplicaAck: each through EvalWait (the
+// script, then WAIT on its connection), up to renewConcurrency at once. A call that fewer
+// replicas acknowledged than configured fails with an error wrapping locker.ErrUnavailable and
+// ErrNotReplicated: its renewals happened on the master, but the Client counts them as unknown,
+// so a lease that the replicas stop confirming ends, as it would in a partition, instead of
+// outliving what a promoted replica knows.
+func (b *Backend) renewAcknowledged(ctx context.Context, calls []Call) []Result {
+	results := make([]Result, len(calls))
+	sem := make(chan struct{}, renewConcurrency)
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			r, acks, err := b.change(ctx, RenewScript, c.Keys, c.Args)
+			if err == nil && acks < b.opts.acks {
+				err = fmt.Errorf("%w: %w (%d of %d)", locker.ErrUnavailable, ErrNotReplicated, acks, b.opts.acks)
+			}
+			results[i] = Result{Reply: r, Err: err}
+		})
+	}
+	wg.Wait()
+	return results
 }
 
 // waitFor returns the WAIT timeout of a call with ctx: the configured one, but at most half of

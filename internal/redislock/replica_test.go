@@ -195,15 +195,27 @@ func TestReplicaAckRelease(t *testing.T) {
 	}
 }
 
-// Renewals, Inspect and ForceRelease do not wait for replicas.
-func TestReplicaAckOnlyAcquireRelease(t *testing.T) {
+// Renewals wait for replicas: one that too few acknowledged is unknown (ErrUnavailable and
+// ErrNotReplicated), one that enough acknowledged is renewed. Inspect and ForceRelease do not
+// wait.
+func TestReplicaAckRenewInspectForce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	batch := []locker.Renewal{{Key: "k", Owner: "o", TTL: time.Second}, {Key: "l", Owner: "o", TTL: time.Second}}
+	for acks, want := range map[int]error{1: nil, 0: ErrNotReplicated} {
+		d := &ackDriver{replies: map[string]Reply{"renew": {Array: []int64{1, 1}}}, acks: acks}
+		b := New(d, "test", WithReplicaAck(1, time.Second))
+		for i, err := range b.Renew(ctx, batch) {
+			if want == nil && err != nil || want != nil && (!errors.Is(err, want) || !errors.Is(err, locker.ErrUnavailable)) {
+				t.Fatalf("%d acks: entry %d: %v, want %v", acks, i, err, want)
+			}
+		}
+		if calls := d.recorded(); len(calls) != 1 || calls[0].script != "renew" || calls[0].replicas != 1 || calls[0].wait != time.Second {
+			t.Fatalf("%d acks: calls %+v, want one renew with WAIT 1 1s", acks, calls)
+		}
+	}
 	d := &ackDriver{replies: map[string]Reply{"inspect": {Array: []int64{0, 0}}, "force": {Int: 1}}}
 	b := New(d, "test", WithReplicaAck(1, time.Second))
-	if errs := b.Renew(ctx, []locker.Renewal{{Key: "k", Owner: "o", TTL: time.Second}}); errs[0] != nil {
-		t.Fatal(errs[0])
-	}
 	if _, err := b.Inspect(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
