@@ -173,7 +173,8 @@ func (f fixed) RunParallel(goroutines int, body func(next func() bool)) {
 func TestScenariosOnMemory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg := bench.Config{Goroutines: 4, Hold: 20 * time.Microsecond, Leases: 200, LeaseTTL: 30 * time.Millisecond}
+	// Leases of 150ms (renewed every 50ms): long enough that a loaded machine does not lose them.
+	cfg := bench.Config{Goroutines: 4, Hold: 20 * time.Microsecond, Leases: 200, LeaseTTL: 150 * time.Millisecond}
 	for _, s := range bench.Scenarios() {
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
@@ -272,7 +273,9 @@ func TestScenariosOnRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	cfg := bench.Config{Goroutines: 4, Hold: 20 * time.Microsecond, Leases: 300, LeaseTTL: 60 * time.Millisecond}
+	// Leases of 300ms: renewed every 100ms, so a loaded machine (go test runs packages in
+	// parallel, some of them burning CPU) does not make renewals late enough to lose them.
+	cfg := bench.Config{Goroutines: 4, Hold: 20 * time.Microsecond, Leases: 300, LeaseTTL: 300 * time.Millisecond}
 	before := runtime.NumGoroutine()
 	for _, lib := range libs {
 		for _, s := range bench.Scenarios() {
