@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hashlock/locker"
@@ -76,20 +77,24 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	return locker.Acquisition{TTL: wait}, nil
 }
 
-// fence returns the token of a granted acquire: the largest token of the nodes that hold the
-// majority's count. For a new lock it first raises the counter of every node that granted it to
-// that token, and needs a majority of them to succeed, so that any later majority (which shares
-// a node with them) draws a larger token.
+// fence returns the token of a granted acquire. For a new lock (the majority's count is 1) it is
+// the largest token of the nodes that granted it, and every node's counter is first raised to it;
+// a majority of the granting nodes must succeed, so that any later majority (which shares a node
+// with them) draws a larger token. For a re-entry it is the lock's token: the one the nodes that
+// granted the lock were raised to, which a majority of the nodes holding the majority's count
+// report; a node that granted only later (its lease had run out, or it missed the lock) reports
+// another, and is outvoted.
 func (b *Backend) fence(ctx context.Context, req locker.AcquireRequest, res []outcome[locker.Acquisition], holds int) (uint64, error) {
-	var token uint64
+	var tokens []uint64
 	for _, r := range res {
 		if r.err == nil && r.v.Acquired() && r.v.Holds >= holds {
-			token = max(token, r.v.Token)
+			tokens = append(tokens, r.v.Token)
 		}
 	}
 	if holds > 1 {
-		return token, nil // a re-entry: the counters were raised when the lock was new
+		return commonest(tokens, b.majority), nil
 	}
+	token := slices.Max(tokens)
 	raised := all(ctx, b, b.timeout, func(ctx context.Context, _ int, n locker.Locker) (struct{}, error) {
 		fr, ok := n.(locker.FenceRaiser)
 		if !ok {
@@ -113,6 +118,17 @@ func (b *Backend) fence(ctx context.Context, req locker.AcquireRequest, res []ou
 		return 0, b.failure(ctx, "raise fence", req.Key, ok, errs)
 	}
 	return token, nil
+}
+
+// commonest returns the value that at least k of vs share, or, when none does, the k-th largest.
+func commonest(vs []uint64, k int) uint64 {
+	count := make(map[uint64]int, len(vs))
+	for _, v := range vs {
+		if count[v]++; count[v] >= k {
+			return v
+		}
+	}
+	return kth(vs, k)
 }
 
 // takeBack undoes a failed acquire on every node that granted it or may have: with a request

@@ -22,8 +22,9 @@
 //   - Fencing tokens: the token of a new lock is the largest token of the nodes that granted
 //     it, and before Acquire returns, every such node's counter is raised to it (one more
 //     round trip, only for a new lock with Fence). Any later majority shares a node with this
-//     one, so later tokens are larger. Nodes must implement locker.FenceRaiser (all backends of
-//     this module do).
+//     one, so later tokens are larger. A re-entry reports the token that a majority of its
+//     holding nodes agree on. Nodes must implement locker.FenceRaiser (all backends of this
+//     module do).
 //
 // Request IDs are passed on unchanged: each node remembers them, so retries are as safe as on
 // one node. The nodes' clocks need not agree; the drift allowance (1% of the TTL + 2ms, as the
@@ -136,7 +137,7 @@ func all[T any](ctx context.Context, b *Backend, bound time.Duration, f func(ctx
 
 // kth returns the k-th largest of vs (k from 1), or 0 when vs has fewer than k values: the
 // largest value that at least k of them reach.
-func kth[T int | time.Duration](vs []T, k int) T {
+func kth[T int | uint64 | time.Duration](vs []T, k int) T {
 	if len(vs) < k || k < 1 {
 		var zero T
 		return zero
