@@ -296,18 +296,7 @@ const undoTimeout = 5 * time.Second
 func (c *Client) undo(req ReleaseRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
 	defer cancel()
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, maxUnavailableWait) {
-		if _, err := c.backend.Release(ctx, req); !errors.Is(err, ErrUnavailable) {
-			return
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return
-		}
-	}
+	_ = c.releaseWhileUnavailable(ctx, req, 0)
 }
 
 // contend tries until the lock is granted, the retry strategy gives up, ctx ends or the Client
