@@ -95,27 +95,9 @@ func (b *Backend) fence(ctx context.Context, req locker.AcquireRequest, res []ou
 		return commonest(tokens, b.majority), nil
 	}
 	token := slices.Max(tokens)
-	raised := all(ctx, b, b.timeout, func(ctx context.Context, _ int, n locker.Locker) (struct{}, error) {
-		fr, ok := n.(locker.FenceRaiser)
-		if !ok {
-			return struct{}{}, fmt.Errorf("quorum: node %T cannot raise fencing counters: %w", n, locker.ErrInvalid)
-		}
-		return struct{}{}, fr.RaiseFence(ctx, req.Key, token)
-	})
-	var errs []error
-	ok := 0
-	for i, r := range raised {
-		if res[i].err != nil || !res[i].v.Acquired() {
-			continue // not a node of this lock
-		}
-		if r.err != nil {
-			errs = append(errs, r.err)
-		} else {
-			ok++
-		}
-	}
-	if ok < b.majority {
-		return 0, b.failure(ctx, "raise fence", req.Key, ok, errs)
+	granted := func(i int) bool { return res[i].err == nil && res[i].v.Acquired() }
+	if err := b.raise(ctx, req.Key, token, granted); err != nil {
+		return 0, err
 	}
 	return token, nil
 }
@@ -295,6 +277,12 @@ func (b *Backend) RaiseFence(ctx context.Context, key string, token uint64) erro
 	if b.err != nil {
 		return b.err
 	}
+	return b.raise(ctx, key, token, func(int) bool { return true })
+}
+
+// raise raises key's fencing counter to token on every node; a majority of the nodes that
+// counts selects (by index) must succeed.
+func (b *Backend) raise(ctx context.Context, key string, token uint64, counts func(i int) bool) error {
 	res := all(ctx, b, b.timeout, func(ctx context.Context, _ int, n locker.Locker) (struct{}, error) {
 		fr, ok := n.(locker.FenceRaiser)
 		if !ok {
@@ -303,12 +291,17 @@ func (b *Backend) RaiseFence(ctx context.Context, key string, token uint64) erro
 		return struct{}{}, fr.RaiseFence(ctx, key, token)
 	})
 	var errs []error
-	for _, r := range res {
-		if r.err != nil {
+	ok := 0
+	for i, r := range res {
+		switch {
+		case !counts(i):
+		case r.err != nil:
 			errs = append(errs, r.err)
+		default:
+			ok++
 		}
 	}
-	if ok := len(res) - len(errs); ok < b.majority {
+	if ok < b.majority {
 		return b.failure(ctx, "raise fence", key, ok, errs)
 	}
 	return nil
