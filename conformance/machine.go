@@ -126,37 +126,6 @@ func (s *suite) machine(rt *rapid.T) {
 		return a
 	}
 
-	// release sends req (not a take-back) and checks the outcome against the model, and follows
-	// it.
-	release := func(t *rapid.T, req locker.ReleaseRequest, how string) (int, error) {
-		key, owner := req.Key, req.Owner
-		t0 := time.Now()
-		n, err := b.Release(ctx, req)
-		t1 := time.Now()
-		l, st := m.state(key, t0, t1)
-		what := fmt.Sprintf("%s(%+v) = %d, %v", how, req, n, err)
-		if err != nil && !errors.Is(err, locker.ErrNotHeld) {
-			t.Fatalf("%s: want nil or an error wrapping ErrNotHeld", what)
-		}
-		switch {
-		case st == free || l.owner != owner:
-			if err == nil {
-				t.Fatalf("%s: %s does not hold the key, want ErrNotHeld", what, owner)
-			}
-		case err != nil && st == unknown:
-			delete(m.locks, key) // it expired during the call
-		case err != nil:
-			t.Fatalf("%s: %s holds the key with %d, want %d left", what, owner, l.holds, l.holds-1)
-		case n != l.holds-1:
-			t.Fatalf("%s: want %d left", what, l.holds-1)
-		case n == 0:
-			delete(m.locks, key)
-		default:
-			l.holds = n // the lease is left as it was
-		}
-		return n, err
-	}
-
 	rt.Repeat(map[string]func(*rapid.T){
 		"Acquire": func(t *rapid.T) {
 			key, owner, ttl := drawKey(t), drawOwner(t), drawTTL(t)
@@ -257,7 +226,31 @@ func (s *suite) machine(rt *rapid.T) {
 		},
 		"Release": func(t *rapid.T) {
 			req := locker.ReleaseRequest{Key: drawKey(t), Owner: drawOwner(t), ID: newID(t)}
-			n, err := release(t, req, "Release")
+			key, owner := req.Key, req.Owner
+			t0 := time.Now()
+			n, err := b.Release(ctx, req)
+			t1 := time.Now()
+			l, st := m.state(key, t0, t1)
+			what := fmt.Sprintf("Release(%+v) = %d, %v", req, n, err)
+			if err != nil && !errors.Is(err, locker.ErrNotHeld) {
+				t.Fatalf("%s: want nil or an error wrapping ErrNotHeld", what)
+			}
+			switch {
+			case st == free || l.owner != owner:
+				if err == nil {
+					t.Fatalf("%s: %s does not hold the key, want ErrNotHeld", what, owner)
+				}
+			case err != nil && st == unknown:
+				delete(m.locks, key) // it expired during the call
+			case err != nil:
+				t.Fatalf("%s: %s holds the key with %d, want %d left", what, owner, l.holds, l.holds-1)
+			case n != l.holds-1:
+				t.Fatalf("%s: want %d left", what, l.holds-1)
+			case n == 0:
+				delete(m.locks, key)
+			default:
+				l.holds = n // the lease is left as it was
+			}
 			if err == nil && req.ID != "" {
 				released = append(released, &modelRequest{release: req, holds: n})
 			}
