@@ -165,7 +165,7 @@ type ReleaseRequest struct {
 	// refused. Default false.
 	Undo bool
 
-	// Fresh, with Undo, is the Fresh of the Acquire taken back. Ignored otherwise.
+	// Fresh, with Undo, is the Fresh of the Acquire taken back; ignored otherwise. Default false.
 	Fresh bool
 }
 
