@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
+
+	"github.com/hashlock/locker/internal/display"
 )
 
 // A Client locks keys on one backend. It generates owner tokens, carries ownership in contexts
@@ -51,11 +52,17 @@ func New(backend Locker, opts ...Option) *Client {
 	}
 }
 
-// Lock obtains the lock on key, waiting as long as it takes. If ctx carries the ownership of key
-// (it is, or derives from, a Lease's context), Lock re-enters: the owner's hold count grows by
-// one, the lease is reset, and it never waits. Otherwise it takes a fresh owner token and tries;
-// while another owner holds the lock it waits for a release notice, or for the shorter of the
-// holder's remaining lease and the retry strategy's next wait, and tries again.
+// Lock obtains the lock on key, waiting as long as it takes. ctx bounds the wait and the calls
+// Lock makes, not the lease: the Lease's context keeps ctx's values but not its deadline or
+// cancellation (see Lease.Context).
+//
+// If ctx carries the ownership of key (it is, or derives from, a Lease's context), Lock
+// re-enters: the owner's hold count grows by one, the lease is reset, and it never waits. A
+// re-entry never takes a new lock: when the owner's hold is gone from the backend (it expired
+// or was forced away), Lock returns an error wrapping ErrLockLost. Otherwise Lock takes a fresh
+// owner token and tries; while another owner holds the lock it waits for a release notice, or
+// for the shorter of the holder's remaining lease and the retry strategy's next wait, and tries
+// again.
 //
 // A backend that is unavailable (ErrUnavailable: connection refused or broken, a server restarting
 // or failing over) does not end the wait: Lock tries again, sending the same request ID so that
@@ -64,8 +71,9 @@ func New(backend Locker, opts ...Option) *Client {
 //
 // It returns an error wrapping ErrNotObtained (a *NotObtainedError) when the retry strategy gives
 // up, or when ctx ends while waiting (then the error also wraps ctx.Err()); ErrInvalid for an
-// empty or too long key, a nil ctx or an invalid option; ErrClosed after Close; and the
-// backend's error, wrapped, when the backend fails otherwise, or is still unavailable when the
+// empty or too long key, a nil ctx or an invalid option; ErrClosed after Close; ErrNotALock
+// when the key holds something else (a value of another type); and the backend's error,
+// wrapped, when the backend fails otherwise, or is still unavailable when the
 // strategy gives up. Whenever Lock returns an error after an acquire whose outcome it does not
 // know (ctx ended during the call, or the backend failed), it takes that acquire back in the
 // background (see ReleaseRequest.Undo), sending the take-back again for up to 5s while the
@@ -82,8 +90,9 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Leas
 	return c.obtain(ctx, key, opts, false)
 }
 
-// Inspect reports whether key is locked, the holder's hold count and its remaining lease, as
-// the backend sees it now (with the Client's key prefix).
+// Inspect reports whether key is locked, who holds it (State.Owner, shortened for people), the
+// hold count and the remaining lease, as the backend sees it now (with the Client's key
+// prefix). A key that holds something else than a lock gives an error wrapping ErrNotALock.
 func (c *Client) Inspect(ctx context.Context, key string) (State, error) {
 	full, err := c.check(ctx, key, c.cfg)
 	if err != nil {
@@ -91,15 +100,17 @@ func (c *Client) Inspect(ctx context.Context, key string) (State, error) {
 	}
 	st, err := c.backend.Inspect(ctx, full)
 	if err != nil {
-		return State{}, fmt.Errorf("locker: inspect %q: %w", key, err)
+		return State{}, fmt.Errorf("locker: inspect %s: %w", display.Key(key), err)
 	}
+	st.Owner = display.Owner(st.Owner)
 	return st, nil
 }
 
 // ForceUnlock deletes the lock on key whoever holds it, wakes its waiters, and reports whether
 // there was a lock to delete. It is for operators (a holder that is stuck), not for normal
 // release: the holder is not asked. Leases of this Client on key end at once with ErrLockLost;
-// other holders learn of it at their next renewal.
+// other holders learn of it at their next renewal. A key that holds something else than a lock
+// is left as it is, with an error wrapping ErrNotALock.
 func (c *Client) ForceUnlock(ctx context.Context, key string) (bool, error) {
 	full, err := c.check(ctx, key, c.cfg)
 	if err != nil {
@@ -107,7 +118,7 @@ func (c *Client) ForceUnlock(ctx context.Context, key string) (bool, error) {
 	}
 	removed, err := c.backend.ForceRelease(ctx, full)
 	if err != nil {
-		return false, fmt.Errorf("locker: force unlock %q: %w", key, err)
+		return false, fmt.Errorf("locker: force unlock %s: %w", display.Key(key), err)
 	}
 	c.loseKey(full)
 	return removed, nil
@@ -149,6 +160,10 @@ func (c *Client) check(ctx context.Context, key string, cfg config) (string, err
 		return "", fmt.Errorf("%w: key of %d bytes is over the limit of %d", ErrInvalid, len(cfg.prefix)+len(key), MaxKeyLen)
 	}
 	if err := ctx.Err(); err != nil {
+		// A lease's context ends with a cause (ErrLockLost, ErrClosed): say it.
+		if cause := context.Cause(ctx); cause != err {
+			return "", fmt.Errorf("%w: %w", err, cause)
+		}
 		return "", err
 	}
 	select {
@@ -163,9 +178,9 @@ func (c *Client) check(ctx context.Context, key string, cfg config) (string, err
 type request struct {
 	key, full, owner string
 	cfg              config
-	fresh            bool   // owner is a new random token (not re-entry, not WithOwner)
-	carrier          *Lease // the lease whose context carried the owner, for a nested re-entry
-	turn             *turn  // the local turn this call holds, handed to its Lease
+	fresh            bool  // owner is a new random token (not re-entry, not WithOwner)
+	reentry          bool  // only re-enter the owner's hold (carried by ctx, or WithHeldOwner)
+	turn             *turn // the local turn this call holds, handed to its Lease
 
 	// The current acquire request: its ID, when it was first sent, the hold's seq then (see
 	// opStart), and whether its outcome is unknown (sent, but no answer came back).
@@ -185,16 +200,19 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait boo
 	cfg := c.cfg.with(opts)
 	full, err := c.check(ctx, key, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("locker: lock %q: %w", key, err)
+		return nil, fmt.Errorf("locker: lock %s: %w", display.Key(key), err)
 	}
-	r := &request{key: key, full: full, owner: cfg.owner, cfg: cfg}
+	r := &request{key: key, full: full, owner: cfg.owner, reentry: cfg.heldOwner, cfg: cfg}
 	if r.owner == "" {
-		if r.carrier = carrierOf(ctx, full); r.carrier != nil {
-			r.owner = r.carrier.owner
+		if carrier := carrierOf(ctx, full); carrier != nil {
+			if errors.Is(context.Cause(carrier.ctx), ErrLockLost) {
+				return nil, lostReentry(key) // the Client saw the hold go
+			}
+			r.owner, r.reentry = carrier.owner, true
 		}
 	}
 	if r.fresh = r.owner == ""; r.fresh {
-		r.owner = newOwnerToken()
+		r.owner = newOwnerToken(cfg.label)
 	}
 	_, mayRetry := cfg.retry.Backoff(0)
 	queue := wait && r.fresh && mayRetry // a Lock that never retries behaves as TryLock
@@ -243,12 +261,13 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait boo
 
 // attempt makes one Acquire: it returns the Lease when granted, or the refusal. An acquire whose
 // outcome is unknown is sent again with the same ID (within half the RequestWindow), so that it
-// takes effect once; its lease counts from the first send.
+// takes effect once; its lease counts from the first send. A re-entry is never refused: the
+// owner's hold being gone, it fails with ErrLockLost.
 func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedError, error) {
 	if r.pending && time.Since(r.idSent) > RequestWindow/2 {
 		c.abandon(r)
 		if r.fresh {
-			r.owner = newOwnerToken() // the take-back removes every hold of the old one
+			r.owner = newOwnerToken(r.cfg.label) // the take-back removes every hold of the old one
 		}
 	}
 	if !r.pending {
@@ -259,16 +278,24 @@ func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedE
 	}
 	res, err := c.backend.Acquire(ctx, AcquireRequest{
 		Key: r.full, Owner: r.owner, TTL: r.cfg.ttl, ID: r.id, Fence: r.cfg.fence, Fresh: r.fresh,
+		Reentry: r.reentry,
 	})
 	if err != nil {
-		r.pending = !errors.Is(err, ErrInvalid)
-		if ctx.Err() != nil {
+		// These errors say that nothing was done; any other leaves the outcome unknown.
+		r.pending = !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrNotALock)
+		switch {
+		case r.reentry && errors.Is(err, ErrNotHeld):
+			return nil, nil, c.loseReentry(r)
+		case ctx.Err() != nil:
 			return nil, nil, &NotObtainedError{Key: r.key, Err: ctx.Err()}
 		}
-		return nil, nil, fmt.Errorf("locker: lock %q: %w", r.key, err)
+		return nil, nil, fmt.Errorf("locker: lock %s: %w", display.Key(r.key), err)
 	}
 	r.pending = false
 	if !res.Acquired() {
+		if r.reentry {
+			return nil, nil, c.loseReentry(r) // another owner holds the key: ours is gone
+		}
 		return nil, &NotObtainedError{Key: r.key, TTL: res.TTL}, nil
 	}
 	l, err := c.register(ctx, r, res, r.idSeq, r.idSent)
@@ -372,10 +399,26 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 			refused.Err = ctx.Err()
 			return nil, refused
 		case <-c.ctx.Done():
-			return nil, fmt.Errorf("locker: lock %q: %w", r.key, ErrClosed)
+			return nil, fmt.Errorf("locker: lock %s: %w", display.Key(r.key), ErrClosed)
 		}
 		refused = nil
 	}
+}
+
+// loseReentry ends the leases of r's hold that the backend showed gone (those registered before
+// r's acquire was sent), and returns the error of a re-entry into a lost hold.
+func (c *Client) loseReentry(r *request) error {
+	c.mu.Lock()
+	if h := c.held[holdID{r.full, r.owner}]; h != nil {
+		c.loseUpTo(h, r.idSeq)
+	}
+	c.mu.Unlock()
+	return lostReentry(r.key)
+}
+
+// lostReentry is the error of a re-entry into a hold that is gone.
+func lostReentry(key string) error {
+	return fmt.Errorf("locker: lock %s: re-entry: the owner's hold is gone from the backend (it expired or was forced away), and a re-entry never takes a new lock: %w", display.Key(key), ErrLockLost)
 }
 
 // maxUnavailableWait is the longest Lock waits before trying again after the backend was
@@ -387,16 +430,17 @@ const maxUnavailableWait = 200 * time.Millisecond
 //
 // A grant of a first hold (holds == 1) to an owner this Client already holds leases of means
 // that the owner's holds had vanished from the backend (expired, or forced away) before the
-// Acquire: those leases are lost. A nested re-entry through such a lease's context then fails
-// with ErrLockLost rather than pass off a fresh lock as a re-entry: the outer critical section
-// was not exclusive.
+// Acquire: those leases are lost. A re-entry granted as a first hold (a backend that ignored
+// AcquireRequest.Reentry) is given back and fails with ErrLockLost rather than pass off a fresh
+// lock as a re-entry: the outer critical section was not exclusive.
 func (c *Client) register(ctx context.Context, r *request, res Acquisition, seq uint64, sent time.Time) (*Lease, error) {
 	key, full, owner, cfg, holds := r.key, r.full, r.owner, r.cfg, res.Holds
 	l := &Lease{
 		client: c, key: key, fullKey: full, owner: owner, token: res.Token,
 		holds: holds, ttl: cfg.ttl, renew: cfg.renew, outer: outerLease(ctx), turn: r.turn,
 	}
-	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(ctx, ownershipKey{}, l))
+	l.values = leaseValues{parent: ctx, lease: l}
+	l.ctx, l.cancel = context.WithCancelCause(&l.values)
 	if !cfg.renew {
 		l.ctx, l.stop = context.WithDeadlineCause(l.ctx, validUntil(sent, cfg.ttl), ErrLockLost)
 	}
@@ -413,14 +457,14 @@ func (c *Client) register(ctx context.Context, r *request, res Acquisition, seq 
 		c.held[id] = h
 	}
 	if holds == 1 && len(h.leases) > 0 {
-		lost := h.dropUpTo(seq)
-		if r.carrier != nil && slices.Contains(lost, r.carrier) {
-			if len(h.leases) == 0 {
-				delete(c.held, id)
-			}
-			c.mu.Unlock()
-			return nil, c.giveBack(ctx, l, ErrLockLost)
+		h.dropUpTo(seq)
+	}
+	if holds == 1 && r.reentry {
+		if len(h.leases) == 0 {
+			delete(c.held, id)
 		}
+		c.mu.Unlock()
+		return nil, c.giveBack(ctx, l, ErrLockLost)
 	}
 	l.hold = h
 	c.seq++
@@ -441,9 +485,9 @@ func (c *Client) giveBack(ctx context.Context, l *Lease, cause error) error {
 	defer cancel()
 	_, _ = c.backend.Release(rctx, ReleaseRequest{Key: l.fullKey, Owner: l.owner, ID: c.ids.next()})
 	if cause == ErrLockLost {
-		return fmt.Errorf("locker: lock %q: re-entry found the outer hold gone from the backend: %w", l.key, cause)
+		return lostReentry(l.key)
 	}
-	return fmt.Errorf("locker: lock %q: %w", l.key, cause)
+	return fmt.Errorf("locker: lock %s: %w", display.Key(l.key), cause)
 }
 
 // loseUpTo drops the leases of h registered at or before seq (see hold.dropUpTo), and forgets h

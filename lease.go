@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/hashlock/locker/internal/display"
 )
 
 // A Lease is one hold on a lock, returned by Lock and TryLock. Release it exactly once with
@@ -24,6 +26,7 @@ type Lease struct {
 	seq     uint64 // Client.seq when it was registered: orders it against the hold's operations
 	turn    *turn  // the local turn this lease holds, passed on by Unlock or loss; nil if none
 
+	values   leaseValues // the parent of ctx
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	stop     context.CancelFunc // ends the deadline of a fixed lease; nil when renewed
@@ -61,16 +64,18 @@ func (l *Lease) Token() uint64 {
 	return l.token
 }
 
-// Context returns the lease's context. It carries the values of the ctx passed to Lock and the
-// ownership of this lock: Lock or TryLock on this key with this context, or one derived from it,
-// re-enters the lock instead of waiting for it.
+// Context returns the lease's context: do the work under the lock with it, and stop when it
+// ends. It carries the values of the ctx passed to Lock (trace data, say) and the ownership of
+// this lock: Lock or TryLock on this key with this context, or one derived from it, re-enters
+// the lock instead of waiting for it.
 //
-// The context ends when the caller's ctx ends, when this Lease is unlocked (cause
-// context.Canceled), when the hold is lost or may have been (cause ErrLockLost: the watchdog
-// found it gone, or renewals failed until the lease may have expired on the backend by the
-// local clock, with a safety margin; for a fixed lease, just before it expires, which is also its
-// Deadline), or when the Client is closed (cause ErrClosed). Read the cause with context.Cause.
-// Work done under the lock should use this context, and stop when it ends.
+// It does not inherit the deadline or the cancellation of Lock's ctx, which bound the wait only.
+// It ends when this Lease is unlocked (cause context.Canceled), when the hold is lost or may
+// have been (cause ErrLockLost: the watchdog found it gone, or renewals failed until the lease
+// may have expired on the backend by the local clock, with a safety margin; for a fixed lease,
+// just before it expires, which is also its Deadline), or when the Client is closed (cause
+// ErrClosed). Read the cause with context.Cause. To stop the work also when a request's ctx
+// ends, derive a context from this one and cancel it with context.AfterFunc(requestCtx, cancel).
 //
 // On a nil Lease it returns a context that has already ended, with cause ErrNotHeld.
 func (l *Lease) Context() context.Context {
@@ -78,6 +83,46 @@ func (l *Lease) Context() context.Context {
 		return notHeldContext
 	}
 	return l.ctx
+}
+
+// Owner returns the lease's owner token. Keep it secret: whoever has it can re-enter and release
+// the lock. It is what another process needs to re-enter this hold with WithHeldOwner (as a
+// nested "locker run" does); log String instead, which shows only a prefix of it.
+func (l *Lease) Owner() string {
+	if l == nil {
+		return ""
+	}
+	return l.owner
+}
+
+// String describes the lease for logs without its secret: the key (cut after 64 bytes), the
+// owner as State.Owner shows it (its label and the first 8 characters of its random part), and
+// the hold count.
+func (l *Lease) String() string {
+	if l == nil {
+		return "locker.Lease(nil)"
+	}
+	return fmt.Sprintf("locker.Lease(key %s, owner %s, holds %d)", display.Key(l.key), display.Owner(l.owner), l.holds)
+}
+
+// leaseValues is the parent of a lease's context: the values of the ctx given to Lock, and the
+// lease's ownership, without that ctx's deadline or cancellation (as context.WithoutCancel,
+// with the ownership value in the same allocation as the Lease).
+type leaseValues struct {
+	parent context.Context
+	lease  *Lease
+}
+
+func (*leaseValues) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*leaseValues) Done() <-chan struct{}       { return nil }
+func (*leaseValues) Err() error                  { return nil }
+func (v *leaseValues) String() string            { return "locker.Lease.Context" }
+
+func (v *leaseValues) Value(key any) any {
+	if key == (ownershipKey{}) {
+		return v.lease
+	}
+	return v.parent.Value(key)
 }
 
 var notHeldContext = func() context.Context {
@@ -103,7 +148,7 @@ func (l *Lease) Unlock() error {
 		return fmt.Errorf("locker: unlock of a nil Lease: %w", ErrNotHeld)
 	}
 	if !l.unlocked.CompareAndSwap(false, true) {
-		return fmt.Errorf("locker: unlock %q: already unlocked: %w", l.key, ErrNotHeld)
+		return fmt.Errorf("locker: unlock %s: already unlocked: %w", display.Key(l.key), ErrNotHeld)
 	}
 	l.client.forget(l)
 	l.end(nil)
@@ -112,7 +157,7 @@ func (l *Lease) Unlock() error {
 	err := l.client.release(context.WithoutCancel(l.ctx), l.fullKey, l.owner)
 	l.passTurn() // after the release: the next local waiter tries at once
 	if err != nil {
-		return fmt.Errorf("locker: unlock %q: %w", l.key, err)
+		return fmt.Errorf("locker: unlock %s: %w", display.Key(l.key), err)
 	}
 	return nil
 }

@@ -21,6 +21,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/hashlock/locker/internal/display"
 )
 
 // Locker is the contract between the [Client] and a storage backend. Every method is one atomic
@@ -35,13 +37,19 @@ import (
 // milliseconds. Keys and owners are arbitrary non-empty byte strings; the Client validates them
 // before any call.
 //
+// A key may hold something that is not a lock (another type of value, or, on Redis, a hash
+// without the lock's marker field): every method leaves such a key
+// exactly as it is. Acquire, Release, Inspect and ForceRelease then return an error wrapping
+// ErrNotALock; Renew reports the entry as not held.
+//
 // Errors: an implementation returns ErrNotHeld (or an error wrapping it) where a method says so,
 // the ctx error when ctx ends first, an error wrapping ErrUnavailable when the store could not
 // be reached or is briefly unable to answer (connection refused or broken, a server loading its
 // data or failing over), which the Client retries, and any other error for a failure it does not
 // expect to pass (a permission error, say). Only a call that ended with an error wrapping
-// neither ErrNotHeld nor ErrInvalid may have taken effect. It never blocks past ctx, and a call whose ctx has no deadline still ends (the Client's
-// Unlock passes one): a network backend bounds it with I/O timeouts of its own.
+// none of ErrNotHeld, ErrInvalid and ErrNotALock may have taken effect. It never blocks past
+// ctx, and a call whose ctx has no deadline still ends (the Client's Unlock passes one): a
+// network backend bounds it with I/O timeouts of its own.
 //
 // The conformance package checks an implementation against this contract; a behaviour it does
 // not check is not guaranteed.
@@ -49,7 +57,9 @@ type Locker interface {
 	// Acquire creates the lock on req.Key for req.Owner with a lease of req.TTL, or, when the
 	// owner already holds it, adds one hold and resets the lease (re-entry). It reports the
 	// owner's hold count after the call (1 for a new lock). When another owner holds the key it
-	// changes nothing and reports Holds == 0 with that holder's remaining lease in TTL.
+	// changes nothing and reports Holds == 0 with that holder's remaining lease in TTL. With
+	// req.Reentry, it never creates a lock: when req.Owner holds none on the key, it changes
+	// nothing and returns an error wrapping ErrNotHeld.
 	//
 	// With req.ID set, the call is idempotent (see AcquireRequest.ID); with req.Fence, a granted
 	// call also reports the lock's fencing token (see Acquisition.Token).
@@ -72,12 +82,12 @@ type Locker interface {
 	// another error when the outcome is unknown.
 	Renew(ctx context.Context, batch []Renewal) []error
 
-	// Inspect reports the state of key: whether it is held, the holder's hold count and the
-	// remaining lease. It changes nothing.
+	// Inspect reports the state of key: whether it is held, the holder's owner token and hold
+	// count, and the remaining lease. It changes nothing.
 	Inspect(ctx context.Context, key string) (State, error)
 
 	// ForceRelease deletes the lock on key whoever holds it, sends a release notice, and reports
-	// whether there was a lock to delete.
+	// whether there was a lock to delete. A key that is not a lock is left as it is (ErrNotALock).
 	ForceRelease(ctx context.Context, key string) (bool, error)
 
 	// Subscribe starts listening for release notices of key: after every release to zero and
@@ -135,6 +145,13 @@ type AcquireRequest struct {
 	// prefix per Client and adds a counter. Default "": no idempotence.
 	ID string
 
+	// Reentry says that the request may only re-enter a hold that Owner already has: when Owner
+	// holds no lock on Key (it never did, or its hold expired or was forced away), Acquire
+	// changes nothing, whoever else holds the key, and returns an error wrapping ErrNotHeld. The
+	// Client sets it for every re-entry, so that the owner token of a lost hold never takes a
+	// new lock. Default false: a missing hold is created.
+	Reentry bool
+
 	// Fresh says that Owner held nothing on Key before this request: a new random token, as the
 	// Client makes for every Lock that is not a re-entry. A backend then recognises the request
 	// sent again by the owner's hold alone and need not remember the ID (on Redis: no marker key
@@ -189,6 +206,11 @@ type Renewal struct {
 type State struct {
 	// Locked reports whether any owner holds the key.
 	Locked bool
+	// Owner is the holder's owner token ("" when free). Locker.Inspect reports it whole;
+	// Client.Inspect, for people, shows only its label and the first 8 characters of its
+	// random part ("web-1/4242#9f86d081…": see WithOwnerLabel), since whoever knows the whole
+	// token can release the lock. An owner set with WithOwner is shown whole.
+	Owner string
 	// Holds is the current owner's hold count (0 when free).
 	Holds int
 	// TTL is the remaining lease (0 when free).
@@ -225,6 +247,11 @@ var (
 	// ErrInvalid means an argument or option was invalid (empty key, TTL under a millisecond,
 	// nil context, nil backend…). Nothing was sent to the backend.
 	ErrInvalid = errors.New("locker: invalid argument")
+
+	// ErrNotALock means the key holds something that is not a lock of this library: another
+	// type of value, or a hash without the lock's marker. Nothing was changed: the library never
+	// writes to, renews or deletes such a key (ForceUnlock included).
+	ErrNotALock = errors.New("locker: key is not a lock")
 )
 
 // NotObtainedError is the error of a Lock or TryLock that did not get the lock because another
@@ -240,9 +267,9 @@ type NotObtainedError struct {
 
 // Error describes the refusal.
 func (e *NotObtainedError) Error() string {
-	msg := fmt.Sprintf("locker: lock %q not obtained: held by another owner for %v more", e.Key, e.TTL)
+	msg := fmt.Sprintf("locker: lock %s not obtained: held by another owner for %v more", display.Key(e.Key), e.TTL)
 	if e.TTL <= 0 {
-		msg = fmt.Sprintf("locker: lock %q not obtained", e.Key)
+		msg = fmt.Sprintf("locker: lock %s not obtained", display.Key(e.Key))
 	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()

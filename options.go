@@ -2,7 +2,10 @@ package locker
 
 import (
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Defaults and limits of the options.
@@ -15,6 +18,8 @@ const (
 	MaxKeyLen = 64 << 10
 	// MaxOwnerLen is the longest owner identity accepted by WithOwner, in bytes.
 	MaxOwnerLen = 1 << 10
+	// MaxLabelLen is the longest owner label accepted by WithOwnerLabel, in bytes.
+	MaxLabelLen = 256
 )
 
 // defaultRetry is the fallback wait between attempts when no release notice comes: short at
@@ -27,13 +32,15 @@ type Option func(*config)
 
 // config is the resolved set of options of a Client or of one call.
 type config struct {
-	ttl    time.Duration
-	renew  bool
-	retry  RetryStrategy
-	owner  string
-	prefix string
-	fence  bool
-	err    error // the first invalid option, reported by every call that uses this config
+	ttl       time.Duration
+	renew     bool
+	retry     RetryStrategy
+	owner     string
+	heldOwner bool   // owner's hold may only be re-entered (WithHeldOwner)
+	label     string // put in front of fresh owner tokens (WithOwnerLabel)
+	prefix    string
+	fence     bool
+	err       error // the first invalid option, reported by every call that uses this config
 }
 
 func defaultConfig() config {
@@ -111,8 +118,52 @@ func WithOwner(id string) Option {
 			c.invalid(fmt.Errorf("%w: owner must be 1 to %d bytes, got %d", ErrInvalid, MaxOwnerLen, len(id)))
 			return
 		}
-		c.owner = id
+		c.owner, c.heldOwner = id, false
 	}
+}
+
+// WithHeldOwner re-enters a hold that the owner token already has on the key, taken by another
+// Client or process (Lease.Owner gives the token; a nested "locker run" does this): Lock and
+// TryLock add one hold, as a re-entry through the lease's context would, and never take a new
+// lock: when that owner holds no lock on the key (it expired, was released or was forced away),
+// they return an error wrapping ErrLockLost. Unlock of the new Lease releases only its own hold.
+// The token must be 1 to MaxOwnerLen bytes. Default: none; the last of WithOwner and
+// WithHeldOwner applies.
+func WithHeldOwner(token string) Option {
+	return func(c *config) {
+		if token == "" || len(token) > MaxOwnerLen {
+			c.invalid(fmt.Errorf("%w: held owner must be 1 to %d bytes, got %d", ErrInvalid, MaxOwnerLen, len(token)))
+			return
+		}
+		c.owner, c.heldOwner = token, true
+	}
+}
+
+// WithOwnerLabel puts a readable label in front of the random owner tokens this Client makes
+// ("web-1/4242#" and 32 random hex digits), so that an operator sees who holds a lock:
+// Inspect and "locker inspect" show the label and the first 8 digits, and the token stays as
+// unguessable as without a label. Use a host name and process ID, a job name... The label must
+// be 1 to MaxLabelLen bytes of valid UTF-8 without control characters. Default: no label.
+func WithOwnerLabel(label string) Option {
+	return func(c *config) {
+		if err := validLabel(label); err != nil {
+			c.invalid(err)
+			return
+		}
+		c.label = label
+	}
+}
+
+func validLabel(label string) error {
+	switch {
+	case label == "" || len(label) > MaxLabelLen:
+		return fmt.Errorf("%w: owner label must be 1 to %d bytes, got %d", ErrInvalid, MaxLabelLen, len(label))
+	case !utf8.ValidString(label):
+		return fmt.Errorf("%w: owner label is not valid UTF-8", ErrInvalid)
+	case strings.ContainsFunc(label, unicode.IsControl):
+		return fmt.Errorf("%w: owner label %q has a control character", ErrInvalid, label)
+	}
+	return nil
 }
 
 // WithKeyPrefix puts every key in a namespace: the backend sees prefix+key. Given per call it

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"strconv"
 	"sync/atomic"
+
+	"github.com/hashlock/locker/internal/display"
 )
 
 // ownershipKey is the context key under which a Lease's context carries its ownership.
@@ -31,11 +33,17 @@ func outerLease(ctx context.Context) *Lease {
 	return l
 }
 
-// newOwnerToken returns a fresh 128-bit random owner token, hex-encoded.
-func newOwnerToken() string {
+// newOwnerToken returns a fresh owner token: 128 random bits, hex-encoded, after label and '#'
+// when label is not empty (see WithOwnerLabel).
+func newOwnerToken(label string) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error (Go ≥ 1.24).
-	return hex.EncodeToString(b[:])
+	if label == "" {
+		return hex.EncodeToString(b[:])
+	}
+	buf := make([]byte, 0, len(label)+1+2*len(b))
+	buf = append(append(buf, label...), display.LabelSep)
+	return string(hex.AppendEncode(buf, b[:]))
 }
 
 // idSource makes request IDs: a random 96-bit prefix per Client and a counter, so IDs never

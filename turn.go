@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/hashlock/locker/internal/display"
 )
 
 // A turn queues the Lock calls of one Client on one key locally. Its token goes to one call at a
@@ -81,7 +83,7 @@ func (c *Client) takeTurn(ctx context.Context, r *request, t *turn) (int, error)
 		case <-ctx.Done():
 			return retries, &NotObtainedError{Key: r.key, Err: ctx.Err()}
 		case <-c.ctx.Done():
-			return retries, fmt.Errorf("locker: lock %q: %w", r.key, ErrClosed)
+			return retries, fmt.Errorf("locker: lock %s: %w", display.Key(r.key), ErrClosed)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/internal/display"
 )
 
 var _ locker.Locker = (*Backend)(nil)
@@ -60,8 +61,9 @@ func New() *Backend { return &Backend{} }
 // Acquire creates the lock on req.Key for req.Owner with a lease of req.TTL (rounded up to a
 // whole millisecond) and reports Holds == 1, or, when the owner already holds the key, adds a
 // hold, resets the lease and reports the new hold count. When another owner holds the key it
-// changes nothing and reports Holds == 0 with the holder's remaining lease in TTL. A TTL <= 0 is
-// refused with an error wrapping [locker.ErrInvalid]. Request IDs and fencing tokens work as
+// changes nothing and reports Holds == 0 with the holder's remaining lease in TTL; with
+// req.Reentry, when req.Owner does not hold the key, it changes nothing and returns an error
+// wrapping [locker.ErrNotHeld]. A TTL <= 0 is refused with an error wrapping [locker.ErrInvalid]. Request IDs and fencing tokens work as
 // [locker.AcquireRequest] describes; the Backend keeps a fencing counter for every key that was
 // ever locked with Fence, for its lifetime.
 func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
@@ -88,6 +90,9 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	if req.Fresh && e != nil && e.owner == req.Owner {
 		e.expires = now.Add(ttl) // this very request, sent again
 		return locker.Acquisition{Holds: e.holds, Token: b.token(req)}, nil
+	}
+	if req.Reentry && (e == nil || e.owner != req.Owner) {
+		return locker.Acquisition{}, fmt.Errorf("memory: acquire %s: re-entry: %w", display.Key(req.Key), locker.ErrNotHeld)
 	}
 	switch {
 	case e == nil:
@@ -158,7 +163,7 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 		switch {
 		case undo && ((ok && done == 0) || (!ok && !req.Fresh)):
 			b.remember(req.Key, req.ID, 0, now) // the Acquire, if it comes, is refused
-			return 0, fmt.Errorf("memory: undo %q: %w", req.Key, locker.ErrNotHeld)
+			return 0, fmt.Errorf("memory: undo %s: %w", display.Key(req.Key), locker.ErrNotHeld)
 		case undo:
 			b.remember(req.Key, req.ID, 0, now)
 		case ok:
@@ -167,7 +172,7 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 	}
 	e := b.live(req.Key, now)
 	if e == nil || e.owner != req.Owner {
-		return 0, fmt.Errorf("memory: release %q: %w", req.Key, locker.ErrNotHeld)
+		return 0, fmt.Errorf("memory: release %s: %w", display.Key(req.Key), locker.ErrNotHeld)
 	}
 	if undo && req.Fresh {
 		e.holds = 0 // a fresh owner's holds all come from the acquire taken back
@@ -207,14 +212,15 @@ func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 		} else if e := b.live(r.Key, now); e != nil && e.owner == r.Owner {
 			e.expires = now.Add(ttl)
 		} else {
-			errs[i] = fmt.Errorf("memory: renew %q: %w", r.Key, locker.ErrNotHeld)
+			errs[i] = fmt.Errorf("memory: renew %s: %w", display.Key(r.Key), locker.ErrNotHeld)
 		}
 	}
 	return errs
 }
 
-// Inspect reports whether key is held, the holder's hold count and the exact remaining lease
-// (always > 0 for a held key). The zero State means key is free. It changes no lock.
+// Inspect reports whether key is held, the holder's owner token and hold count, and the exact
+// remaining lease (always > 0 for a held key). The zero State means key is free. It changes no
+// lock.
 func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error) {
 	if err := ctx.Err(); err != nil {
 		return locker.State{}, err
@@ -223,7 +229,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error)
 	defer b.mu.Unlock()
 	now := time.Now()
 	if e := b.live(key, now); e != nil {
-		return locker.State{Locked: true, Holds: e.holds, TTL: e.expires.Sub(now)}, nil
+		return locker.State{Locked: true, Owner: e.owner, Holds: e.holds, TTL: e.expires.Sub(now)}, nil
 	}
 	return locker.State{}, nil
 }
@@ -341,7 +347,7 @@ func (b *Backend) notify(key string) {
 // roundTTL rounds ttl up to a whole millisecond, refusing ttl <= 0.
 func roundTTL(op, key string, ttl time.Duration) (time.Duration, error) {
 	if ttl <= 0 {
-		return 0, fmt.Errorf("memory: %s %q: ttl %v: %w", op, key, ttl, locker.ErrInvalid)
+		return 0, fmt.Errorf("memory: %s %s: ttl %v: %w", op, display.Key(key), ttl, locker.ErrInvalid)
 	}
 	if r := ttl % time.Millisecond; r != 0 {
 		if ttl > math.MaxInt64-time.Millisecond {

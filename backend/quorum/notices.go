@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/internal/display"
 )
 
 // Subscribe implements locker.Locker: it subscribes on every node that has release notices and
@@ -39,9 +40,9 @@ func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, f
 	if len(subs) == 0 {
 		err := errors.Join(errs...)
 		if errors.Is(err, errors.ErrUnsupported) {
-			return nil, nil, fmt.Errorf("quorum: subscribe %q: %w", key, errors.ErrUnsupported)
+			return nil, nil, fmt.Errorf("quorum: subscribe %s: %w", display.Key(key), errors.ErrUnsupported)
 		}
-		return nil, nil, fmt.Errorf("quorum: subscribe %q: %w", key, err)
+		return nil, nil, fmt.Errorf("quorum: subscribe %s: %w", display.Key(key), err)
 	}
 	notices := make(chan struct{}, 1)
 	done := make(chan struct{})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/internal/display"
 )
 
 // drift is the allowance for the nodes' clocks running at different rates during a lease, as
@@ -28,11 +29,14 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		refusals []time.Duration
 		errs     []error
 		invalid  error
+		notHeld  error // a node's answer to a re-entry: the owner holds nothing there
 	)
 	for _, r := range res {
 		switch {
-		case errors.Is(r.err, locker.ErrInvalid):
+		case errors.Is(r.err, locker.ErrInvalid), errors.Is(r.err, locker.ErrNotALock):
 			invalid = r.err
+		case errors.Is(r.err, locker.ErrNotHeld):
+			notHeld = r.err
 		case r.err != nil:
 			errs = append(errs, r.err)
 		case r.v.Acquired():
@@ -64,8 +68,12 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		return locker.Acquisition{}, b.failure(ctx, "acquire", req.Key, len(res)-len(errs), errs)
 	}
 	if len(holds) >= b.majority {
-		return locker.Acquisition{}, fmt.Errorf("quorum: acquire %q: granted after %v, too late for a lease of %v: %w",
-			req.Key, time.Since(start), req.TTL, locker.ErrUnavailable)
+		return locker.Acquisition{}, fmt.Errorf("quorum: acquire %s: granted after %v, too late for a lease of %v: %w",
+			display.Key(req.Key), time.Since(start), req.TTL, locker.ErrUnavailable)
+	}
+	if notHeld != nil {
+		return locker.Acquisition{}, fmt.Errorf("quorum: acquire %s: re-entry granted by %d of %d nodes, %d needed: %w",
+			display.Key(req.Key), len(holds), len(b.nodes), b.majority, notHeld)
 	}
 	// Refused by enough nodes: wait, at most, for the soonest end of a refusing holder's lease.
 	var wait time.Duration
@@ -148,7 +156,7 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 		switch {
 		case r.err == nil:
 			left = append(left, r.v)
-		case errors.Is(r.err, locker.ErrNotHeld):
+		case errors.Is(r.err, locker.ErrNotHeld), errors.Is(r.err, locker.ErrNotALock):
 			notHeld++
 			lastNotHeld = r.err
 		default:
@@ -159,7 +167,7 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 	case len(left) >= b.majority:
 		return kth(left, b.majority), nil
 	case notHeld >= b.majority || (len(errs) == 0 && notHeld > 0):
-		return 0, fmt.Errorf("quorum: release %q: %d of %d nodes do not hold it: %w", req.Key, notHeld, len(b.nodes), lastNotHeld)
+		return 0, fmt.Errorf("quorum: release %s: %d of %d nodes do not hold it: %w", display.Key(req.Key), notHeld, len(b.nodes), lastNotHeld)
 	default:
 		return 0, b.failure(ctx, "release", req.Key, len(res)-len(errs), errs)
 	}
@@ -200,7 +208,7 @@ func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 		switch {
 		case renewed >= b.majority:
 		case notHeld >= b.majority || renewed+len(failed) < b.majority:
-			errs[i] = fmt.Errorf("quorum: renew %q: %d of %d nodes do not hold it: %w", r.Key, notHeld, len(b.nodes), locker.ErrNotHeld)
+			errs[i] = fmt.Errorf("quorum: renew %s: %d of %d nodes do not hold it: %w", display.Key(r.Key), notHeld, len(b.nodes), locker.ErrNotHeld)
 		default:
 			errs[i] = b.failure(ctx, "renew", r.Key, renewed+notHeld, failed)
 		}
@@ -217,9 +225,13 @@ func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error)
 	res := all(ctx, b, b.timeout, func(ctx context.Context, _ int, n locker.Locker) (locker.State, error) {
 		return n.Inspect(ctx, key)
 	})
+	if err := firstNotALock(res); err != nil {
+		return locker.State{}, err
+	}
 	var (
 		holds    []int
 		ttls     []time.Duration
+		owners   = make(map[string]int)
 		errs     []error
 		answered int
 	)
@@ -231,6 +243,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error)
 			answered++
 			holds = append(holds, r.v.Holds)
 			ttls = append(ttls, r.v.TTL)
+			owners[r.v.Owner]++
 		default:
 			answered++
 		}
@@ -241,7 +254,13 @@ func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error)
 	if len(holds) < b.majority {
 		return locker.State{}, nil
 	}
-	return locker.State{Locked: true, Holds: kth(holds, b.majority), TTL: kth(ttls, b.majority)}, nil
+	st := locker.State{Locked: true, Holds: kth(holds, b.majority), TTL: kth(ttls, b.majority)}
+	for owner, n := range owners {
+		if n > owners[st.Owner] || (n == owners[st.Owner] && owner < st.Owner) {
+			st.Owner = owner // the owner most nodes report (ties: the least, to be repeatable)
+		}
+	}
+	return st, nil
 }
 
 // ForceRelease implements locker.Locker: it deletes the lock on every node, and reports whether
@@ -253,6 +272,9 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {
 	res := all(ctx, b, b.timeout, func(ctx context.Context, _ int, n locker.Locker) (bool, error) {
 		return n.ForceRelease(ctx, key)
 	})
+	if err := firstNotALock(res); err != nil {
+		return false, err
+	}
 	removed, answered := 0, 0
 	var errs []error
 	for _, r := range res {

@@ -16,8 +16,13 @@
 //     difference. The hold count it reports is the majority's: the largest count that a
 //     majority of the nodes hold (a node that missed a re-entry holds fewer, and cannot let
 //     another owner in, since that owner would need a majority).
+//   - A re-entry (AcquireRequest.Reentry) succeeds when a majority holds the owner's hold and
+//     grants it; otherwise it is taken back and fails with locker.ErrNotHeld when nodes said
+//     the owner holds nothing, unless the failed nodes could have made the difference.
 //   - Release, Renew, Inspect and ForceRelease succeed when a majority answered, and report
 //     what the majority reports. An entry of Renew is not held when a majority says so.
+//   - A key that is not a lock on any node (locker.ErrNotALock) fails Acquire (after the take-
+//     back), Inspect and ForceRelease with that node's error; the key is left as it is there.
 //   - Release notices of any node wake waiters; the Client's timers still apply.
 //   - Fencing tokens: the token of a new lock is the largest token of the nodes that granted
 //     it, and before Acquire returns, every such node's counter is raised to it (one more
@@ -42,6 +47,7 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/internal/display"
 )
 
 var (
@@ -149,12 +155,23 @@ func kth[T int | uint64 | time.Duration](vs []T, k int) T {
 
 // mayHaveActed reports whether a call that returned err may nevertheless have taken effect.
 func mayHaveActed(err error) bool {
-	return err != nil && !errors.Is(err, locker.ErrInvalid) && !errors.Is(err, locker.ErrNotHeld)
+	return err != nil && !errors.Is(err, locker.ErrInvalid) && !errors.Is(err, locker.ErrNotHeld) &&
+		!errors.Is(err, locker.ErrNotALock)
+}
+
+// firstNotALock returns the first error of outs that wraps locker.ErrNotALock, or nil.
+func firstNotALock[T any](outs []outcome[T]) error {
+	for _, o := range outs {
+		if errors.Is(o.err, locker.ErrNotALock) {
+			return o.err
+		}
+	}
+	return nil
 }
 
 // failure describes the nodes' errors for an operation that no majority answered.
 func (b *Backend) failure(ctx context.Context, op, key string, answered int, errs []error) error {
-	err := fmt.Errorf("quorum: %s %q: %d of %d nodes answered, %d needed: %w", op, key, answered, len(b.nodes), b.majority, errors.Join(errs...))
+	err := fmt.Errorf("quorum: %s %s: %d of %d nodes answered, %d needed: %w", op, display.Key(key), answered, len(b.nodes), b.majority, errors.Join(errs...))
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("%w (%w)", ctxErr, err)
 	}

@@ -195,13 +195,17 @@ func reply(r rueidis.RedisResult) (redislock.Reply, error) {
 	}
 	if m.IsArray() {
 		vs, _ := m.ToArray()
-		out := redislock.Reply{Array: make([]int64, len(vs))}
-		for i, v := range vs {
+		out := redislock.Reply{Array: make([]int64, 0, len(vs))}
+		for _, v := range vs {
+			if v.IsString() {
+				out.Text, _ = v.ToString()
+				continue
+			}
 			n, err := v.ToInt64()
 			if err != nil {
 				return redislock.Reply{}, fmt.Errorf("unexpected script reply element: %w", err)
 			}
-			out.Array[i] = n
+			out.Array = append(out.Array, n)
 		}
 		return out, nil
 	}

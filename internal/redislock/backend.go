@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/internal/display"
 )
 
 var _ locker.Locker = (*Backend)(nil)
@@ -67,12 +69,12 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	if req.Fence {
 		keys = append(keys, FenceKey(req.Key))
 	}
-	r, acks, err := b.change(ctx, AcquireScript, keys, []string{req.Owner, millis(req.TTL), flags(acquireFlags, req.ID != "", req.Fence, req.Fresh)})
+	r, acks, err := b.change(ctx, AcquireScript, keys, []string{req.Owner, millis(req.TTL), acquireFlags.of(req.ID != "", req.Fence, req.Fresh, req.Reentry)})
 	if err != nil {
 		return locker.Acquisition{}, b.fail(ctx, "acquire", req.Key, err)
 	}
 	if len(r.Array) != 2 {
-		return locker.Acquisition{}, fmt.Errorf("%s: acquire %q: unexpected reply %v", b.prefix, req.Key, r.Array)
+		return locker.Acquisition{}, fmt.Errorf("%s: acquire %s: unexpected reply %v", b.prefix, display.Key(req.Key), r.Array)
 	}
 	if holds := r.Array[0]; holds > 0 {
 		if acks >= 0 && acks < b.opts.acks {
@@ -97,7 +99,7 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 		return 0, b.fail(ctx, "release", req.Key, err)
 	}
 	if r.Int < 0 {
-		return 0, fmt.Errorf("%s: release %q: %w", b.prefix, req.Key, locker.ErrNotHeld)
+		return 0, fmt.Errorf("%s: release %s: %w", b.prefix, display.Key(req.Key), locker.ErrNotHeld)
 	}
 	if acks >= 0 && acks < b.opts.acks {
 		return 0, b.unreplicated("release", req.Key, acks, "; released on the master")
@@ -113,30 +115,42 @@ func releaseCall(req locker.ReleaseRequest) (keys, args []string) {
 		keys = append(keys, MarkerKey(req.Key, req.ID))
 	}
 	undo := req.Undo && req.ID != ""
-	return keys, []string{req.Owner, Channel(req.Key), flags(releaseFlags, req.ID != "", undo, undo && req.Fresh)}
+	return keys, []string{req.Owner, Channel(req.Key), releaseFlags.of(req.ID != "", undo, undo && req.Fresh)}
 }
 
-// flags returns the scripts' flags argument: the letters of the conditions that hold, from sets
-// of eight spelled out below, so that no call builds a string.
-func flags(set *[8]string, a, b, c bool) string {
+// A flagSet is the scripts' flags argument for every combination of its letters, made once, so
+// that no call builds a string.
+type flagSet [16]string
+
+// newFlagSet returns the flag set of up to four letters.
+func newFlagSet(letters string) *flagSet {
+	var s flagSet
+	for i := range s {
+		for j := range len(letters) {
+			if i&(1<<j) != 0 {
+				s[i] += letters[j : j+1]
+			}
+		}
+	}
+	return &s
+}
+
+// of returns the letters whose condition holds, in the order of the set's letters.
+func (s *flagSet) of(conds ...bool) string {
 	i := 0
-	if a {
-		i |= 1
+	for j, c := range conds {
+		if c {
+			i |= 1 << j
+		}
 	}
-	if b {
-		i |= 2
-	}
-	if c {
-		i |= 4
-	}
-	return set[i]
+	return s[i]
 }
 
 var (
-	// acquireFlags: 'm' marker (request ID), 'f' fence, 'n' fresh owner.
-	acquireFlags = &[8]string{"", "m", "f", "mf", "n", "mn", "fn", "mfn"}
+	// acquireFlags: 'm' marker (request ID), 'f' fence, 'n' fresh owner, 'r' re-entry only.
+	acquireFlags = newFlagSet("mfnr")
 	// releaseFlags: 'm' marker (request ID), 'u' take-back, 'n' of a fresh owner's acquire.
-	releaseFlags = &[8]string{"", "m", "u", "mu", "n", "mn", "un", "mun"}
+	releaseFlags = newFlagSet("mun")
 )
 
 // Renew implements locker.Locker with renew.lua: one call per group of keys that share a
@@ -179,9 +193,9 @@ func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 			case res.Err != nil:
 				errs[idx] = b.fail(ctx, "renew", batch[idx].Key, res.Err)
 			case j >= len(res.Reply.Array):
-				errs[idx] = fmt.Errorf("%s: renew %q: short reply %v", b.prefix, batch[idx].Key, res.Reply.Array)
+				errs[idx] = fmt.Errorf("%s: renew %s: short reply %v", b.prefix, display.Key(batch[idx].Key), res.Reply.Array)
 			case res.Reply.Array[j] != 1:
-				errs[idx] = fmt.Errorf("%s: renew %q: %w", b.prefix, batch[idx].Key, locker.ErrNotHeld)
+				errs[idx] = fmt.Errorf("%s: renew %s: %w", b.prefix, display.Key(batch[idx].Key), locker.ErrNotHeld)
 			}
 		}
 	}
@@ -226,12 +240,12 @@ func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error)
 		return locker.State{}, b.fail(ctx, "inspect", key, err)
 	}
 	if len(r.Array) != 2 {
-		return locker.State{}, fmt.Errorf("%s: inspect %q: unexpected reply %v", b.prefix, key, r.Array)
+		return locker.State{}, fmt.Errorf("%s: inspect %s: unexpected reply %v", b.prefix, display.Key(key), r.Array)
 	}
 	if r.Array[0] <= 0 {
 		return locker.State{}, nil
 	}
-	return locker.State{Locked: true, Holds: int(r.Array[0]), TTL: time.Duration(r.Array[1]) * time.Millisecond}, nil
+	return locker.State{Locked: true, Owner: r.Text, Holds: int(r.Array[0]), TTL: time.Duration(r.Array[1]) * time.Millisecond}, nil
 }
 
 // ForceRelease implements locker.Locker with force.lua.
@@ -259,23 +273,46 @@ func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, f
 	return ch, cancel, nil
 }
 
-// fail wraps a driver error with the operation and key, and with ctx's error when ctx ended
+// fail wraps a driver error with the operation and key: a script's NOTALOCK or NOTHELD answer
+// with locker.ErrNotALock or locker.ErrNotHeld; otherwise with ctx's error when ctx ended
 // (drivers do not all say so: Redigo reports the I/O timeout it derived from the deadline, which
 // may fire a moment before the ctx's own timer), or else with locker.ErrUnavailable when the
 // error is one that passes (see Unavailable).
 func (b *Backend) fail(ctx context.Context, op, key string, err error) error {
+	if sentinel, why := scriptRefusal(err); sentinel != nil {
+		return fmt.Errorf("%s: %s %s: %w (%s)", b.prefix, op, display.Key(key), sentinel, why)
+	}
+	key = display.Key(key)
 	ctxErr := ctx.Err()
 	if d, ok := ctx.Deadline(); ok && ctxErr == nil && !time.Now().Before(d) {
 		ctxErr = context.DeadlineExceeded
 	}
 	if ctxErr != nil && !errors.Is(err, ctxErr) {
-		return fmt.Errorf("%s: %s %q: %w (%w)", b.prefix, op, key, ctxErr, err)
+		return fmt.Errorf("%s: %s %s: %w (%w)", b.prefix, op, key, ctxErr, err)
 	}
 	if Unavailable(err) && !errors.Is(err, locker.ErrUnavailable) {
-		return fmt.Errorf("%s: %s %q: %w: %w", b.prefix, op, key, locker.ErrUnavailable, err)
+		return fmt.Errorf("%s: %s %s: %w: %w", b.prefix, op, key, locker.ErrUnavailable, err)
 	}
-	return fmt.Errorf("%s: %s %q: %w", b.prefix, op, key, err)
+	return fmt.Errorf("%s: %s %s: %w", b.prefix, op, key, err)
 }
+
+// scriptRefusal returns the sentinel of a script's error answer (NOTALOCK, NOTHELD: see the
+// scripts) and the reason it gives, or nil for any other error.
+func scriptRefusal(err error) (error, string) {
+	if err == nil {
+		return nil, ""
+	}
+	msg := err.Error()
+	for code, sentinel := range scriptErrors {
+		if i := strings.Index(msg, code+" "); i >= 0 && (i == 0 || msg[i-1] == ' ' || msg[i-1] == '-') {
+			return sentinel, msg[i+len(code)+1:]
+		}
+	}
+	return nil, ""
+}
+
+// scriptErrors are the error codes the scripts answer with, and their sentinels.
+var scriptErrors = map[string]error{"NOTALOCK": locker.ErrNotALock, "NOTHELD": locker.ErrNotHeld}
 
 // millis formats d in whole milliseconds, rounded up, at least 1. Most programs use one or two
 // TTLs, so the latest result is kept: the hot path formats nothing.

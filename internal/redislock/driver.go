@@ -47,10 +47,12 @@ type Driver interface {
 	Cluster() bool
 }
 
-// Reply is a script's reply: Int for an integer reply, Array for an array of integers.
+// Reply is a script's reply: Int for an integer reply; for an array, Array holds its integers
+// and Text its string element, if any (a script returns at most one, as its last element).
 type Reply struct {
 	Int   int64
 	Array []int64
+	Text  string
 }
 
 // Call is one script call of a batch.
@@ -74,19 +76,24 @@ func IsUnknownCommand(err error) bool {
 }
 
 // ReplyOf converts a script reply decoded the usual Go way (go-redis, Redigo): an int64, or a
-// []any of int64.
+// []any of int64 and at most one string ([]byte with Redigo).
 func ReplyOf(v any) (Reply, error) {
 	switch v := v.(type) {
 	case int64:
 		return Reply{Int: v}, nil
 	case []any:
-		r := Reply{Array: make([]int64, len(v))}
-		for i, x := range v {
-			n, ok := x.(int64)
-			if !ok {
+		r := Reply{Array: make([]int64, 0, len(v))}
+		for _, x := range v {
+			switch x := x.(type) {
+			case int64:
+				r.Array = append(r.Array, x)
+			case string:
+				r.Text = x
+			case []byte:
+				r.Text = string(x)
+			default:
 				return Reply{}, fmt.Errorf("unexpected script reply element %T", x)
 			}
-			r.Array[i] = n
 		}
 		return r, nil
 	}

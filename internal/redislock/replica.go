@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/internal/display"
 )
 
 // ErrNotReplicated means that fewer replicas than asked for (WithReplicaAck) acknowledged an
@@ -131,7 +132,7 @@ func (b *Backend) waitFor(ctx context.Context) time.Duration {
 // unreplicated is the error of an acquire or a release that fewer than the configured replicas
 // acknowledged.
 func (b *Backend) unreplicated(op, key string, acks int, what string) error {
-	return fmt.Errorf("%s: %s %q: %w: %w (%d of %d)%s", b.prefix, op, key, locker.ErrUnavailable, ErrNotReplicated, acks, b.opts.acks, what)
+	return fmt.Errorf("%s: %s %s: %w: %w (%d of %d)%s", b.prefix, op, display.Key(key), locker.ErrUnavailable, ErrNotReplicated, acks, b.opts.acks, what)
 }
 
 // takeBack undoes a granted acquire that too few replicas acknowledged: a take-back of req.ID

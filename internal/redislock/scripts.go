@@ -6,8 +6,10 @@
 //
 // The protocol, whichever driver speaks it:
 //
-//   - A lock is a hash at the lock's key: field = owner token, value = hold count; the key's TTL
-//     is the lease. Scripts take the key in KEYS and touch no other key.
+//   - A lock is a hash at the lock's key: field = owner token, value = hold count, and the
+//     marker field "" = "locker" that tells a lock from anybody else's hash; the key's TTL is
+//     the lease. Scripts take the key in KEYS and touch no other key. A key that holds anything
+//     else is never written, renewed or deleted: the scripts answer NOTALOCK (lua/lib.lua).
 //   - Release notices go to the channel Channel(key), which hashes to the lock's cluster slot:
 //     by SPUBLISH where the server has it (Redis >= 7), else by PUBLISH; subscribers use
 //     SSUBSCRIBE or SUBSCRIBE to match.
@@ -26,16 +28,20 @@ import (
 // object, which runs EVALSHA with SHA1 and falls back to EVAL when the server answers NOSCRIPT.
 type Script struct {
 	Name   string // file name without .lua, for errors
-	Source string // the Lua text
+	Source string // the Lua text: lua/lib.lua, then the script's file
 	SHA1   string // hex SHA1 of Source, as EVALSHA wants it
 }
 
+// newScript makes the script name from its file's source, after lua/lib.lua.
 func newScript(name, source string) *Script {
+	source = libLua + source
 	sum := sha1.Sum([]byte(source))
 	return &Script{Name: name, Source: source, SHA1: hex.EncodeToString(sum[:])}
 }
 
 var (
+	//go:embed lua/lib.lua
+	libLua string
 	//go:embed lua/acquire.lua
 	acquireLua string
 	//go:embed lua/release.lua

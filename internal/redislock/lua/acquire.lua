@@ -5,11 +5,13 @@
 -- ARGV[1]      owner token
 -- ARGV[2]      lease in whole milliseconds
 -- ARGV[3]      flags: 'm' the call has a request ID (KEYS[2]), 'f' report a fencing token,
---              'n' the owner is fresh: it held nothing on the lock before this request
+--              'n' the owner is fresh: it held nothing on the lock before this request,
+--              'r' re-entry only: never create the lock
 -- A marker lives 20000 ms (locker.RequestWindow).
 -- Returns {holds, token}: the owner's hold count after the call (>= 1) when acquired or
 -- re-entered, with the fencing token (0 without fencing); or, when another owner holds the lock,
--- {minus the holder's remaining lease in ms (< 0; 0 if unknown), 0}.
+-- {minus the holder's remaining lease in ms (< 0; 0 if unknown), 0}. Errors: NOTHELD for a
+-- re-entry ('r') when the owner holds no lock; NOTALOCK when the key is not a lock.
 -- A request sent again changes nothing: a fresh owner's is recognised by its hold (no marker is
 -- written: the common case costs nothing), another owner's by its marker. Either reports the
 -- first outcome while the hold is there; a request taken back (marker 0) is refused with {0, 0}.
@@ -20,6 +22,11 @@ local flags = ARGV[3]
 local marker = flags:find('m', 1, true) and KEYS[2]
 local fence = flags:find('f', 1, true) and KEYS[#KEYS]
 local fresh = flags:find('n', 1, true)
+local reentry = flags:find('r', 1, true)
+local state = lockState(lock)
+if type(state) == 'table' then
+  return state
+end
 local function current()
   if not fence then
     return 0
@@ -36,13 +43,21 @@ if marker then
     return {0, 0}
   end
 end
-local held = tonumber(redis.call('hget', lock, owner))
+local held = state == 'lock' and tonumber(redis.call('hget', lock, owner))
 if fresh and held then
   redis.call('pexpire', lock, ARGV[2]) -- this very request, sent again
   return {held, current()}
 end
-if held or redis.call('exists', lock) == 0 then
-  local holds = redis.call('hincrby', lock, owner, 1)
+if reentry and not held then
+  return redis.error_reply('NOTHELD the owner holds no lock on the key')
+end
+if held or state == 'free' then
+  local holds = 1
+  if held then
+    holds = redis.call('hincrby', lock, owner, 1)
+  else
+    redis.call('hset', lock, '', MARK, owner, 1)
+  end
   redis.call('pexpire', lock, ARGV[2])
   local token = 0
   if fence then

@@ -7,7 +7,8 @@
 --          with this ID, if it took effect; 'n' that acquire was a fresh owner's (no marker)
 -- A marker lives 20000 ms (locker.RequestWindow).
 -- Returns the holds left (>= 0), or -1 when there is nothing to release: the owner holds no lock
--- on the key, or (take-back) the acquire did not take effect. The lease is left as it is while
+-- on the key, or (take-back) the acquire did not take effect. Error NOTALOCK when the key is
+-- not a lock. The lease is left as it is while
 -- holds remain.
 -- A release sent again changes nothing but its marker's lifetime (a write, for a WAIT after it:
 -- see acquire.lua); the marker reports the first outcome.
@@ -18,6 +19,10 @@ local flags = ARGV[3]
 local marker = flags:find('m', 1, true) and KEYS[2]
 local undo = marker and flags:find('u', 1, true)
 local fresh = flags:find('n', 1, true)
+local state = lockState(lock)
+if type(state) == 'table' then
+  return state
+end
 if marker then
   local done = redis.call('get', marker)
   if undo then
