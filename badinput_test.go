@@ -34,8 +34,10 @@ func lockReenterUnlock(ctx context.Context, c *locker.Client, key string, opts .
 func TestBadInput(t *testing.T) {
 	const year = 365 * 24 * time.Hour
 	var nilCtx context.Context
-	bg := context.Background()
-	cancelled, cancel := context.WithCancel(bg)
+	// bg is the ctx of every call: set per row, inside its bubble, with a deadline, so that a
+	// call that waits for ever (a re-entry waiting for itself) fails the row instead of hanging.
+	var bg context.Context
+	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 
 	type row struct {
@@ -131,6 +133,9 @@ func TestBadInput(t *testing.T) {
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
+				ctx, stop := context.WithTimeout(context.Background(), time.Minute)
+				defer stop()
+				bg = ctx
 				mem := memory.New()
 				b := bench.Count(mem)
 				c := locker.New(b)

@@ -20,7 +20,8 @@ func TestMixedLeasesOnOneHold(t *testing.T) {
 		b := memory.New()
 		c := locker.New(b, locker.WithTTL(3*time.Second))
 		defer c.Close()
-		ctx := context.Background()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // fail, not hang
+		defer cancel()
 		outer, err := c.Lock(ctx, "k")
 		if err != nil {
 			t.Fatal(err)

@@ -20,10 +20,13 @@ func (s *suite) client(t *testing.T) {
 		{"Reentry", reentry},
 		{"ReentryResetsLease", reentryResetsLease},
 		{"ReentryAfterLoss", reentryAfterLoss},
+		{"HeldOwner", heldOwner},
+		{"WaitCtxBoundsWaitOnly", waitCtxBoundsWaitOnly},
 		{"ForeignOwnerRefused", foreignOwnerRefused},
 		{"DoubleUnlock", doubleUnlock},
 		{"WatchdogKeepsAlive", watchdogKeepsAlive},
 		{"RenewalsBatched", renewalsBatched},
+		{"RenewalCadence", renewalCadence},
 		{"ExpiryWithoutRenewal", expiryWithoutRenewal},
 		{"LostLease", lostLease},
 		{"FailingRenewalsEndLease", failingRenewalsEndLease},
@@ -39,6 +42,8 @@ func (s *suite) client(t *testing.T) {
 		{"NoOrphanedHold", noOrphanedHold},
 		{"LostAcquireReply", lostAcquireReply},
 		{"LostReleaseReply", lostReleaseReply},
+		{"InspectOwner", inspectOwner},
+		{"NotALock", notALock},
 	}
 	for _, p := range props {
 		t.Run(p.name, func(t *testing.T) { s.inCase(t, p.body) })
@@ -106,42 +111,6 @@ func reentryResetsLease(e *env) {
 	defer inner.Unlock()
 	if st := inspect(e, key); st.TTL < e.ttl*3/4 {
 		t.Fatalf("after re-entry half-way through the lease, %v remain, want about %v", st.TTL, e.ttl)
-	}
-}
-
-// A re-entry that finds the outer hold gone from the backend fails with ErrLockLost instead of
-// passing off a fresh lock as a re-entry, ends the outer lease, and leaves nothing held. An
-// explicit owner that locks again gets a fresh lock, and its old leases end.
-func reentryAfterLoss(e *env) {
-	t, c, ctx, key := e.t, e.client(), background(e.t), e.key("vanished")
-	outer := ok(c.Lock(ctx, key))(t)
-	ok(e.probe.Locker.ForceRelease(ctx, key))(t) // behind the Client's back
-	if l, err := c.Lock(outer.Context(), key); !errors.Is(err, locker.ErrLockLost) {
-		l.Unlock()
-		t.Fatalf("re-entry after the outer hold vanished = %v, want ErrLockLost", err)
-	}
-	if cause := context.Cause(outer.Context()); !errors.Is(cause, locker.ErrLockLost) {
-		t.Fatalf("the outer lease's cause = %v, want ErrLockLost", cause)
-	}
-	if st := inspect(e, key); st.Locked {
-		t.Fatalf("the failed re-entry left %+v behind", st)
-	}
-	if err := outer.Unlock(); !errors.Is(err, locker.ErrNotHeld) {
-		t.Fatalf("Unlock of the lost outer lease = %v, want ErrNotHeld", err)
-	}
-
-	first := ok(c.Lock(ctx, key, locker.WithOwner("shared")))(t)
-	ok(e.probe.Locker.ForceRelease(ctx, key))(t)
-	again := ok(c.Lock(ctx, key, locker.WithOwner("shared")))(t)
-	defer again.Unlock()
-	if again.Holds() != 1 {
-		t.Fatalf("a fresh lock by an explicit owner: holds %d, want 1", again.Holds())
-	}
-	if cause := context.Cause(first.Context()); !errors.Is(cause, locker.ErrLockLost) {
-		t.Fatalf("the explicit owner's vanished lease has cause %v, want ErrLockLost", cause)
-	}
-	if again.Context().Err() != nil {
-		t.Fatal("the fresh lease ended with the vanished one")
 	}
 }
 
@@ -460,14 +429,12 @@ func wakesWaiter(e *env, name string, release func(holder *locker.Lease, c *lock
 func localQueue(e *env) {
 	t, c, ctx, key := e.t, e.client(), background(e.t), e.key("queue")
 	first := ok(c.Lock(ctx, key))(t)
-	got := make(chan *locker.Lease, 1)
-	go func() {
+	got := make(chan leaseOrError, 1)
+	lock := func() {
 		l, err := c.Lock(ctx, key)
-		if err != nil {
-			t.Errorf("queued Lock: %v", err)
-		}
-		got <- l
-	}()
+		got <- leaseOrError{l, err}
+	}
+	go lock()
 	e.settle()
 	if _, err := c.Lock(ctx, key, locker.WithRetry(locker.LimitRetry(locker.LinearBackoff(e.ttl/20), 1))); !errors.Is(err, locker.ErrNotObtained) {
 		t.Fatalf("a Lock with one retry behind a local holder = %v, want ErrNotObtained", err)
@@ -480,29 +447,19 @@ func localQueue(e *env) {
 	}
 	var second *locker.Lease
 	select {
-	case second = <-got:
+	case r := <-got:
+		second = r.get(t, "the queued Lock")
 	case <-time.After(e.ttl):
 		t.Fatal("the queued Lock did not get the lock within a TTL of the Unlock")
 	}
-	if second == nil {
-		t.FailNow()
-	}
 
 	// Now lose the second lease behind the Client's back: the next in line must not starve.
-	go func() {
-		l, err := c.Lock(ctx, key)
-		if err != nil {
-			t.Errorf("queued Lock: %v", err)
-		}
-		got <- l
-	}()
+	go lock()
 	e.settle()
 	ok(e.probe.Locker.ForceRelease(ctx, key))(t)
 	select {
-	case third := <-got:
-		if third != nil {
-			third.Unlock()
-		}
+	case r := <-got:
+		ok(0, r.get(t, "the queued Lock after a loss").Unlock())(t)
 	case <-time.After(2 * e.ttl):
 		t.Fatal("the queued Lock starved after the holder's lease was lost")
 	}
@@ -601,6 +558,7 @@ func invalidInput(e *env) {
 }
 
 // WithKeyPrefix namespaces keys on the backend; per call it replaces the Client's prefix.
+// Re-entry under a prefix finds the hold (it does not wait for itself).
 func keyPrefix(e *env) {
 	t, ctx := e.t, background(e.t)
 	c := e.client(locker.WithKeyPrefix(e.key("p1:")))
@@ -616,6 +574,18 @@ func keyPrefix(e *env) {
 	defer l2.Unlock()
 	if !inspect(e, e.key("p2:k")).Locked {
 		t.Fatal("a per-call prefix must replace the Client's")
+	}
+	for _, r := range []struct {
+		outer *locker.Lease
+		opts  []locker.Option
+	}{{l, nil}, {l2, []locker.Option{locker.WithKeyPrefix(e.key("p2:"))}}} {
+		within, cancel := context.WithTimeout(r.outer.Context(), e.ttl) // a wait fails, not hangs
+		inner, err := c.Lock(within, "k", r.opts...)
+		cancel()
+		if err != nil || inner.Holds() != 2 {
+			t.Fatalf("re-entry under a key prefix: %v, holds %d; want a re-entry at once", err, inner.Holds())
+		}
+		ok(0, inner.Unlock())(t)
 	}
 }
 

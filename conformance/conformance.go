@@ -40,6 +40,14 @@ type Factory struct {
 	// to TTL/4. It should be long compared with the backend's round trip and with scheduling
 	// delays under -race. Default 1s with Synctest, 400ms otherwise.
 	TTL time.Duration
+
+	// Foreign, when set, stores at key a value that is not a lock but that the backend's store
+	// can hold (on Redis: a list, a string, somebody else's hash...): the i-th such kind, from
+	// i = 0. It returns a function that reports whether the value is still there unchanged, or
+	// nil when there is no i-th kind. The NotALock property uses it to check that every
+	// operation refuses such a key with ErrNotALock and leaves it as it is. Default nil: the
+	// property is skipped (backend/memory stores nothing but locks).
+	Foreign func(t TB, key string, i int) (intact func() bool)
 }
 
 // TB is the part of *testing.T (and of rapid's *rapid.T) that Factory.New may use.
@@ -77,11 +85,12 @@ type suite struct {
 // env is what a case works with: the backend behind a probe that counts and can fail calls, the
 // lease length, and a namespace for keys.
 type env struct {
-	t     *testing.T
-	probe *probe
-	ttl   time.Duration
-	ns    string
-	sync  bool // inside a synctest bubble
+	t       *testing.T
+	probe   *probe
+	ttl     time.Duration
+	ns      string
+	sync    bool                                               // inside a synctest bubble
+	foreign func(t TB, key string, i int) (intact func() bool) // Factory.Foreign
 }
 
 // key returns a key unique to this case.
@@ -109,7 +118,7 @@ func (s *suite) inCase(t *testing.T, body func(e *env)) {
 	t.Helper()
 	run := func(t *testing.T, sync bool) {
 		b := s.f.New(t)
-		e := &env{t: t, probe: newProbe(b), ttl: s.ttl, ns: namespace(), sync: sync}
+		e := &env{t: t, probe: newProbe(b), ttl: s.ttl, ns: namespace(), sync: sync, foreign: s.f.Foreign}
 		body(e)
 	}
 	if s.f.Synctest {

@@ -12,7 +12,8 @@ import (
 	"github.com/hashlock/locker"
 )
 
-// model runs the state machine: random Acquire, Release, Renew, Inspect and ForceRelease calls
+// model runs the state machine: random Acquire (sometimes re-entry only), Release, Renew,
+// Inspect and ForceRelease calls
 // by 1–4 owners on 1–3 keys, and steps of time, each result checked against the model.
 func (s *suite) model(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
@@ -84,20 +85,32 @@ func (s *suite) machine(rt *rapid.T) {
 	}
 
 	// acquire sends req and checks the outcome against the model, a re-entry of a fresh owner's
-	// request (sent again) included, and follows it.
+	// request (sent again) included, and follows it. A re-entry only (Reentry) adds a hold to the
+	// owner's, or fails with ErrNotHeld and changes nothing: it never takes a new lock.
 	acquire := func(t *rapid.T, req locker.AcquireRequest, how string) locker.Acquisition {
 		key, owner := req.Key, req.Owner
 		t0 := time.Now()
 		a, err := b.Acquire(ctx, req)
 		t1 := time.Now()
+		l, st := m.state(key, t0, t1)
+		held := st != free && l.owner == owner
+		if req.Reentry && errors.Is(err, locker.ErrNotHeld) {
+			switch {
+			case held && st == live:
+				t.Fatalf("%s(%+v): %v; the owner holds the key %d times, want a re-entry", how, req, err, l.holds)
+			case held:
+				delete(m.locks, key) // it expired during the call
+			}
+			return locker.Acquisition{}
+		}
 		if err != nil {
 			t.Fatalf("%s(%+v): %v", how, req, err)
 		}
-		l, st := m.state(key, t0, t1)
 		what := fmt.Sprintf("%s(%+v) = %+v", how, req, a)
-		held := st != free && l.owner == owner
 		regranted := st == unknown && a.Holds == 1 && a.Token > m.fences[key] // expired, then new
 		switch {
+		case req.Reentry && !(held && a.Holds == l.holds+1):
+			t.Fatalf("%s: a re-entry must add a hold to the owner's or fail with ErrNotHeld, never take a new lock (model: %+v)", what, l)
 		case held && req.Fresh && a.Holds == l.holds && !regranted:
 			// A fresh owner's hold can only come from this request, sent again: the holds stay,
 			// the lease is reset.
@@ -129,8 +142,9 @@ func (s *suite) machine(rt *rapid.T) {
 	rt.Repeat(map[string]func(*rapid.T){
 		"Acquire": func(t *rapid.T) {
 			key, owner, ttl := drawKey(t), drawOwner(t), drawTTL(t)
+			reentry := rapid.IntRange(0, 3).Draw(t, "reentry") == 0
 			req := locker.AcquireRequest{Key: key, Owner: owner, TTL: ttl, ID: newID(t),
-				Fence: rapid.Bool().Draw(t, "fence"), Fresh: drawFresh(t, key, owner)}
+				Fence: rapid.Bool().Draw(t, "fence"), Reentry: reentry, Fresh: !reentry && drawFresh(t, key, owner)}
 			a := acquire(t, req, "Acquire")
 			if req.ID != "" && a.Acquired() {
 				acquired = append(acquired, &modelRequest{acquire: req, holds: a.Holds})
@@ -309,7 +323,7 @@ func (s *suite) machine(rt *rapid.T) {
 				delete(m.locks, key)
 			default:
 				want := stateOf(l)
-				if got.Locked != want.Locked || got.Holds != want.Holds {
+				if got.Locked != want.Locked || got.Holds != want.Holds || got.Owner != want.Owner {
 					t.Fatalf("%s: want %s holding it %d times", what, l.owner, l.holds)
 				}
 				checkTTL(t, what, got.TTL, l, t0, t1)

@@ -103,5 +103,5 @@ func ceilMillis(d time.Duration) time.Duration {
 
 // stateOf is the State the model expects for a live lock, but for the TTL.
 func stateOf(l *modelLock) locker.State {
-	return locker.State{Locked: true, Holds: l.holds}
+	return locker.State{Locked: true, Owner: l.owner, Holds: l.holds}
 }

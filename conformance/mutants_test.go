@@ -39,6 +39,10 @@ var mutants = []struct {
 	{"undo-ignored", "Client/NoOrphanedHold"}, // a cancelled Lock leaves its hold for a TTL
 	{"fence-per-acquire", "Model"},            // re-entry draws a new fencing token
 	{"fence-per-acquire", "Client/Fencing"},
+	{"reentry-creates-lock", "Model"},             // a re-entry into a lost hold takes a new lock
+	{"force-deletes-anything", "Client/NotALock"}, // an operator deletes a user's list
+	{"no-owner-in-inspect", "Model"},              // nobody can tell who holds a lock
+	{"no-owner-in-inspect", "Client/InspectOwner"},
 }
 
 const mutantEnv = "CONFORMANCE_MUTANT"
@@ -82,7 +86,24 @@ func TestMutantChild(t *testing.T) {
 	if !ok {
 		t.Skip("run by TestMutants in a child process")
 	}
-	Run(t, Factory{New: func(TB) locker.Locker { return newMutant(bug) }, Synctest: true})
+	var m *mutant
+	Run(t, Factory{
+		New:      func(TB) locker.Locker { m = newMutant(bug); return m },
+		Synctest: true,
+		Foreign: func(_ TB, key string, i int) func() bool {
+			if i > 0 {
+				return nil
+			}
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			m.foreign[key] = "a list"
+			return func() bool {
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				return m.foreign[key] == "a list"
+			}
+		},
+	})
 }
 
 // mutant is a small in-memory Locker, correct unless bug names a flaw.
@@ -92,7 +113,8 @@ type mutant struct {
 	locks   map[string]*mutantLock
 	subs    map[string]map[chan struct{}]bool
 	fences  map[string]uint64
-	markers map[string]int // key + " " + request ID -> outcome (never forgotten: a test is short)
+	markers map[string]int    // key + " " + request ID -> outcome (never forgotten: a test is short)
+	foreign map[string]string // keys that hold something else than a lock (Factory.Foreign)
 }
 
 type mutantLock struct {
@@ -103,7 +125,15 @@ type mutantLock struct {
 
 func newMutant(bug string) *mutant {
 	return &mutant{bug: bug, locks: map[string]*mutantLock{}, subs: map[string]map[chan struct{}]bool{},
-		fences: map[string]uint64{}, markers: map[string]int{}}
+		fences: map[string]uint64{}, markers: map[string]int{}, foreign: map[string]string{}}
+}
+
+// notALock returns an error wrapping ErrNotALock when key holds a foreign value. m.mu is held.
+func (m *mutant) notALock(key string) error {
+	if _, ok := m.foreign[key]; ok {
+		return fmt.Errorf("mutant: %w", locker.ErrNotALock)
+	}
+	return nil
 }
 
 // marker returns the remembered outcome of request id on key. m.mu is held.
@@ -146,6 +176,9 @@ func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	key, owner := req.Key, req.Owner
+	if err := m.notALock(key); err != nil {
+		return locker.Acquisition{}, err
+	}
 	l := m.get(key)
 	if done, ok := m.marker(key, req.ID); ok {
 		if done > 0 && l != nil && l.owner == owner {
@@ -156,6 +189,9 @@ func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker
 	if req.Fresh && l != nil && l.owner == owner && m.bug != "request-id-ignored" {
 		l.expires = m.lease(req.TTL)
 		return locker.Acquisition{Holds: l.holds, Token: m.token(req)}, nil
+	}
+	if req.Reentry && (l == nil || l.owner != owner) && m.bug != "reentry-creates-lock" {
+		return locker.Acquisition{}, fmt.Errorf("mutant: %w", locker.ErrNotHeld)
 	}
 	if l == nil && m.bug == "non-atomic-acquire" {
 		m.mu.Unlock()
@@ -197,6 +233,9 @@ func (m *mutant) Release(ctx context.Context, req locker.ReleaseRequest) (int, e
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	key, owner := req.Key, req.Owner
+	if err := m.notALock(key); err != nil {
+		return 0, err
+	}
 	if req.Undo {
 		if m.bug == "undo-ignored" {
 			return 0, fmt.Errorf("mutant: %w", locker.ErrNotHeld)
@@ -251,8 +290,15 @@ func (m *mutant) Renew(ctx context.Context, batch []locker.Renewal) []error {
 func (m *mutant) Inspect(ctx context.Context, key string) (locker.State, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.notALock(key); err != nil {
+		return locker.State{}, err
+	}
 	if l := m.get(key); l != nil {
-		return locker.State{Locked: true, Holds: l.holds, TTL: time.Until(l.expires)}, nil
+		st := locker.State{Locked: true, Owner: l.owner, Holds: l.holds, TTL: time.Until(l.expires)}
+		if m.bug == "no-owner-in-inspect" {
+			st.Owner = ""
+		}
+		return st, nil
 	}
 	return locker.State{}, nil
 }
@@ -260,6 +306,11 @@ func (m *mutant) Inspect(ctx context.Context, key string) (locker.State, error) 
 func (m *mutant) ForceRelease(ctx context.Context, key string) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.bug == "force-deletes-anything" {
+		delete(m.foreign, key)
+	} else if err := m.notALock(key); err != nil {
+		return false, err
+	}
 	if m.get(key) == nil {
 		return false, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hashlock/locker"
 )
@@ -24,7 +25,8 @@ type probe struct {
 
 	mu        sync.Mutex
 	calls     map[string]int
-	batches   []int // size of every Renew batch
+	batches   []int       // size of every Renew batch
+	renewals  []time.Time // when every Renew call was made
 	failRenew bool
 	refused   chan string // receives the key of every refused Acquire, when not nil
 	lost      map[string]*lostReplies
@@ -95,6 +97,13 @@ func (p *probe) total(op string) int {
 	return n
 }
 
+// renewTimes returns when every Renew call was made, in order.
+func (p *probe) renewTimes() []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]time.Time(nil), p.renewals...)
+}
+
 func (p *probe) renewBatches() []int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -153,6 +162,7 @@ func (p *probe) Renew(ctx context.Context, batch []locker.Renewal) []error {
 	p.count("Renew")
 	p.mu.Lock()
 	p.batches = append(p.batches, len(batch))
+	p.renewals = append(p.renewals, time.Now())
 	fail := p.failRenew
 	p.mu.Unlock()
 	if fail {

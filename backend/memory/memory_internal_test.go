@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -45,7 +47,7 @@ func TestExpiryAtExactlyTTL(t *testing.T) {
 			t.Fatalf("Acquire = %+v", a)
 		}
 		time.Sleep(10*time.Millisecond - time.Nanosecond)
-		wantState(t, b, "k", locker.State{Locked: true, Holds: 1, TTL: time.Nanosecond})
+		wantState(t, b, "k", locker.State{Locked: true, Owner: "a", Holds: 1, TTL: time.Nanosecond})
 		if a := of(b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "b", TTL: time.Second})).must(t); a != (locker.Acquisition{TTL: time.Nanosecond}) {
 			t.Fatalf("refused Acquire = %+v", a)
 		}
@@ -70,13 +72,13 @@ func TestLease(t *testing.T) {
 		if a := of(b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "a", TTL: 50 * time.Millisecond})).must(t); a.Holds != 2 {
 			t.Fatalf("re-entry = %+v", a)
 		}
-		wantState(t, b, "k", locker.State{Locked: true, Holds: 2, TTL: 50 * time.Millisecond})
+		wantState(t, b, "k", locker.State{Locked: true, Owner: "a", Holds: 2, TTL: 50 * time.Millisecond})
 		time.Sleep(20 * time.Millisecond)
 		// Release leaves the lease alone.
 		if n := of(b.Release(ctx, locker.ReleaseRequest{Key: "k", Owner: "a"})).must(t); n != 1 {
 			t.Fatalf("Release = %d, want 1", n)
 		}
-		wantState(t, b, "k", locker.State{Locked: true, Holds: 1, TTL: 30 * time.Millisecond})
+		wantState(t, b, "k", locker.State{Locked: true, Owner: "a", Holds: 1, TTL: 30 * time.Millisecond})
 		if n := of(b.Release(ctx, locker.ReleaseRequest{Key: "k", Owner: "a"})).must(t); n != 0 {
 			t.Fatalf("Release = %d, want 0", n)
 		}
@@ -110,7 +112,7 @@ func TestRoundTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := New()
 		of(b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "a", TTL: 1200 * time.Microsecond})).must(t)
-		wantState(t, b, "k", locker.State{Locked: true, Holds: 1, TTL: 2 * time.Millisecond})
+		wantState(t, b, "k", locker.State{Locked: true, Owner: "a", Holds: 1, TTL: 2 * time.Millisecond})
 		of(b.Acquire(ctx, locker.AcquireRequest{Key: "big", Owner: "a", TTL: math.MaxInt64})).must(t)
 	})
 }
@@ -136,8 +138,8 @@ func TestRenew(t *testing.T) {
 				t.Errorf("Renew[%d] = %v, want ErrNotHeld", i+1, err)
 			}
 		}
-		wantState(t, b, "x", locker.State{Locked: true, Holds: 1, TTL: 30 * time.Millisecond})
-		wantState(t, b, "y", locker.State{Locked: true, Holds: 1, TTL: 5 * time.Millisecond})
+		wantState(t, b, "x", locker.State{Locked: true, Owner: "a", Holds: 1, TTL: 30 * time.Millisecond})
+		wantState(t, b, "y", locker.State{Locked: true, Owner: "b", Holds: 1, TTL: 5 * time.Millisecond})
 		wantState(t, b, "z", locker.State{})
 		wantState(t, b, "w", locker.State{})
 		if errs := b.Renew(ctx, nil); len(errs) != 0 {
@@ -155,7 +157,7 @@ func TestReleaseNotHeld(t *testing.T) {
 				t.Errorf("Release(%q, %q) = %v", c.key, c.owner, err)
 			}
 		}
-		wantState(t, b, "k", locker.State{Locked: true, Holds: 1, TTL: time.Second})
+		wantState(t, b, "k", locker.State{Locked: true, Owner: "a", Holds: 1, TTL: time.Second})
 	})
 }
 
@@ -303,40 +305,61 @@ func TestSweep(t *testing.T) {
 	})
 }
 
+// Eight owners take turns on one key through notices and timers, 50 times each: never two
+// inside at once, every renewal and release of a holder succeeds, and nothing is left. The
+// lease is an hour, so a release that does not free the key makes the workers give up at their
+// deadline and fail the test, instead of being rescued by expiry or hanging the package.
 func TestConcurrent(t *testing.T) {
 	b := New()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	inside := 0
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		inside   atomic.Int32 // owners between their acquire and their release
+		overlaps atomic.Int32
+	)
 	for w := range 8 {
 		owner := fmt.Sprint("w", w)
 		wg.Go(func() {
-			notices, cancel, _ := b.Subscribe(ctx, "k")
-			defer cancel()
+			notices, stop, err := b.Subscribe(ctx, "k")
+			if err != nil {
+				t.Errorf("%s: Subscribe: %v", owner, err)
+				return
+			}
+			defer stop()
 			for done := 0; done < 50; {
-				if a, _ := b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: owner, TTL: time.Hour}); !a.Acquired() {
+				a, err := b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: owner, TTL: time.Hour})
+				if err != nil {
+					t.Errorf("%s: gave up after %d sections: %v", owner, done, err)
+					return
+				}
+				if !a.Acquired() {
 					select {
 					case <-notices:
 					case <-time.After(time.Millisecond):
+					case <-ctx.Done():
 					}
 					continue
 				}
-				mu.Lock()
-				inside++
-				if inside != 1 {
-					t.Error("two owners inside")
+				if inside.Add(1) != 1 {
+					overlaps.Add(1)
 				}
-				inside--
-				mu.Unlock()
-				b.Renew(ctx, []locker.Renewal{{Key: "k", Owner: owner, TTL: time.Hour}})
+				runtime.Gosched() // give another owner the chance to get in, if it can
+				if errs := b.Renew(ctx, []locker.Renewal{{Key: "k", Owner: owner, TTL: time.Hour}}); errs[0] != nil {
+					t.Errorf("%s: Renew of its own lock: %v", owner, errs[0])
+				}
+				inside.Add(-1)
 				if _, err := b.Release(ctx, locker.ReleaseRequest{Key: "k", Owner: owner}); err != nil {
-					t.Error(err)
+					t.Errorf("%s: Release of its own lock: %v", owner, err)
 				}
 				done++
 			}
 		})
 	}
 	wg.Wait()
+	if n := overlaps.Load(); n > 0 {
+		t.Fatalf("two owners inside at once, %d times", n)
+	}
 	wantState(t, b, "k", locker.State{})
 	if len(b.subs) != 0 {
 		t.Fatal("subscriptions leaked")
