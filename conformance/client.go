@@ -152,21 +152,21 @@ func doubleUnlock(e *env) {
 	}
 }
 
-// The watchdog keeps a lease alive for ten TTLs and stops renewing it after Unlock.
+// The watchdog keeps a lease alive for four TTLs and stops renewing it after Unlock.
 func watchdogKeepsAlive(e *env) {
 	t, c, ctx, key := e.t, e.client(), background(e.t), e.key("watchdog")
 	l := ok(c.Lock(ctx, key))(t)
-	for range 20 {
+	for range 8 {
 		time.Sleep(e.ttl / 2)
 		if err := context.Cause(l.Context()); err != nil {
 			t.Fatalf("lease context ended while renewed: %v", err)
 		}
 	}
 	if st := inspect(e, key); !st.Locked || st.Holds != 1 {
-		t.Fatalf("after 10 TTLs with the watchdog: %+v, want held", st)
+		t.Fatalf("after 4 TTLs with the watchdog: %+v, want held", st)
 	}
 	if _, err := e.client().TryLock(ctx, key); !errors.Is(err, locker.ErrNotObtained) {
-		t.Fatalf("TryLock by another owner after 10 TTLs = %v, want ErrNotObtained", err)
+		t.Fatalf("TryLock by another owner after 4 TTLs = %v, want ErrNotObtained", err)
 	}
 	if err := l.Unlock(); err != nil {
 		t.Fatal(err)
@@ -179,20 +179,31 @@ func watchdogKeepsAlive(e *env) {
 }
 
 // Leases taken together are renewed together: one Renew call per tick carries all of them.
+// (Leases taken more than a sixth of a TTL apart, as on a loaded machine, may form two groups.)
 func renewalsBatched(e *env) {
 	t, c, ctx := e.t, e.client(), background(e.t)
 	const n = 20
+	start := time.Now()
 	for i := range n {
 		l := ok(c.Lock(ctx, e.key(string(rune('a'+i)))))(t)
 		defer l.Unlock()
 	}
+	groups := 1
+	if spread := time.Since(start); spread >= e.ttl/6 {
+		groups = 2
+		t.Logf("taking the %d locks took %v: up to two Renew calls per tick", n, spread)
+	}
 	time.Sleep(2 * e.ttl)
 	batches := e.probe.renewBatches()
-	if len(batches) == 0 || len(batches) > 8 {
-		t.Fatalf("%d Renew calls in 2 TTLs (batches %v), want one per third of a TTL", len(batches), batches)
+	renewed := 0
+	for _, b := range batches {
+		renewed += b
+	}
+	if len(batches) == 0 || len(batches) > 8*groups || renewed < 4*n {
+		t.Fatalf("%d Renew calls in 2 TTLs (batches %v), want one per third of a TTL carrying every lease", len(batches), batches)
 	}
 	for _, b := range batches {
-		if b != n {
+		if b != n && groups == 1 {
 			t.Fatalf("Renew batch sizes %v, want all %d leases in every call", batches, n)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 func TestConformanceRedis(t *testing.T) {
 	srv := redistest.StartServer(t)
 	conformance.Run(t, conformance.Factory{
+		Foreign: srv.Foreign(),
 		New: func(t conformance.TB) locker.Locker {
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { rdb.Close() })
@@ -28,6 +29,7 @@ func TestConformanceRedis(t *testing.T) {
 func TestConformanceCluster(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
 	conformance.Run(t, conformance.Factory{
+		Foreign: cluster.Foreign(),
 		New: func(t conformance.TB) locker.Locker {
 			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { rdb.Close() })

@@ -18,6 +18,7 @@ func TestConformanceSentinel(t *testing.T) {
 	master := redistest.StartServer(t)
 	s := redistest.StartSentinel(t, master)
 	conformance.Run(t, conformance.Factory{
+		Foreign: master.Foreign(),
 		New: func(t conformance.TB) locker.Locker {
 			rdb := redis.NewFailoverClient(&redis.FailoverOptions{
 				MasterName:            s.MasterName,

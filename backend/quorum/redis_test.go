@@ -70,10 +70,11 @@ func mixed(t conformance.TB, servers [3]dialer) *quorum.Backend {
 
 // The suite on a quorum of three miniredis servers, one per driver, in a synctest bubble.
 func TestConformanceMiniredisMixed(t *testing.T) {
+	var servers [3]dialer
 	conformance.Run(t, conformance.Factory{
 		Synctest: true,
+		Foreign:  redistest.Foreign(onEach(&servers)),
 		New: func(t conformance.TB) locker.Locker {
-			var servers [3]dialer
 			for i := range servers {
 				m := redistest.Miniredis(t)
 				servers[i] = dialer{dial: m.Dial}
@@ -83,17 +84,41 @@ func TestConformanceMiniredisMixed(t *testing.T) {
 	})
 }
 
+// onEach returns a function that sends a command to each of the servers and returns their
+// replies, for Factory.Foreign: a foreign value is on every node.
+func onEach(servers *[3]dialer) func(args ...string) (any, error) {
+	return func(args ...string) (any, error) {
+		var replies []any
+		for _, s := range servers {
+			var (
+				v   any
+				err error
+			)
+			if s.dial != nil {
+				v, err = redistest.DoDial(s.dial, args...)
+			} else {
+				v, err = redistest.Do(s.addr, 0, args...)
+			}
+			if err != nil {
+				return nil, err
+			}
+			replies = append(replies, v)
+		}
+		return replies, nil
+	}
+}
+
 // The suite on a quorum of three real redis-servers, one per driver, in real time. The quorum
-// bounds each node's acquire by the lease (an answer after it is of no use), so the suite's
-// leases are longer than its default: 1s, of which the state machine uses 50–250ms, well above
-// the round trips of a machine loaded by parallel tests under -race.
+// bounds each node's acquire by the lease (an answer after it is of no use): the suite's leases
+// (1s by default, of which the state machine uses 50–250ms) are well above the round trips of a
+// machine loaded by parallel tests under -race.
 func TestConformanceRedisMixed(t *testing.T) {
 	var servers [3]dialer
 	for i := range servers {
 		servers[i] = dialer{addr: redistest.StartServer(t).Addr}
 	}
 	conformance.Run(t, conformance.Factory{
-		New: func(t conformance.TB) locker.Locker { return mixed(t, servers) },
-		TTL: time.Second,
+		New:     func(t conformance.TB) locker.Locker { return mixed(t, servers) },
+		Foreign: redistest.Foreign(onEach(&servers)),
 	})
 }

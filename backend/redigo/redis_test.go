@@ -16,6 +16,7 @@ import (
 func TestConformanceRedis(t *testing.T) {
 	srv := redistest.StartServer(t)
 	conformance.Run(t, conformance.Factory{
+		Foreign: srv.Foreign(),
 		New: func(t conformance.TB) locker.Locker {
 			pool := &redis.Pool{
 				MaxIdle: 8,

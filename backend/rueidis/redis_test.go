@@ -27,6 +27,7 @@ func newClient(t conformance.TB, addrs ...string) rueidis.Client {
 func TestConformanceRedis(t *testing.T) {
 	srv := redistest.StartServer(t)
 	conformance.Run(t, conformance.Factory{
+		Foreign: srv.Foreign(),
 		New: func(t conformance.TB) locker.Locker {
 			return rueidislocker.New(newClient(t, srv.Addr))
 		},
@@ -38,6 +39,7 @@ func TestConformanceRedis(t *testing.T) {
 func TestConformanceCluster(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
 	conformance.Run(t, conformance.Factory{
+		Foreign: cluster.Foreign(),
 		New: func(t conformance.TB) locker.Locker {
 			return rueidislocker.New(newClient(t, cluster.Addrs...))
 		},

@@ -59,6 +59,16 @@ func Do(addr string, timeout time.Duration, args ...string) (any, error) {
 		return nil, fmt.Errorf("redistest: %s %s: %w", addr, args[0], err)
 	}
 	defer conn.Close()
+	return DoConn(conn, deadline, args...)
+}
+
+// DoConn sends one command on conn and reads its reply, as Do does, all before deadline. It
+// leaves conn open.
+func DoConn(conn net.Conn, deadline time.Time, args ...string) (any, error) {
+	if len(args) == 0 {
+		return nil, errors.New("redistest: DoConn: no command given")
+	}
+	addr := conn.RemoteAddr()
 	if err := conn.SetDeadline(deadline); err != nil {
 		return nil, fmt.Errorf("redistest: %s %s: set deadline: %w", addr, args[0], err)
 	}
