@@ -4,27 +4,99 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/memory"
 )
 
-// Lock a key, work under the lease's context, unlock.
+// Lock a key, work under the lease's context, unlock, and check Unlock's error: ErrNotHeld
+// means the lock was lost while the work ran, so another owner may have worked at the same time.
 func Example() {
 	client := locker.New(memory.New(), locker.WithTTL(10*time.Second))
 	defer client.Close()
 
-	lease, err := client.Lock(context.Background(), "invoice:42")
+	settle := func(ctx context.Context, invoice string) (err error) {
+		lease, err := client.Lock(ctx, invoice)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if uerr := lease.Unlock(); uerr != nil && err == nil {
+				err = uerr // the work's result is in doubt: the lock was lost during it
+			}
+		}()
+		// Work under lease.Context(): it ends if the lock is lost.
+		fmt.Println("locked", lease.Key(), "holds:", lease.Holds())
+		return lease.Context().Err()
+	}
+	if err := settle(context.Background(), "invoice:42"); err != nil {
+		fmt.Println("settle:", err)
+	}
+	// Output: locked invoice:42 holds: 1
+}
+
+// Lock's ctx bounds the wait only: the lease's context does not end with it. To stop the work
+// also when a request's ctx ends (its client went away), derive a context from the lease's and
+// cancel it with context.AfterFunc.
+func ExampleLease_Context_request() {
+	client := locker.New(memory.New())
+	defer client.Close()
+	request, cancelRequest := context.WithCancel(context.Background()) // say, an HTTP request's
+	defer cancelRequest()
+
+	lease, err := client.Lock(request, "invoice:42")
 	if err != nil {
 		fmt.Println("lock:", err)
 		return
 	}
 	defer lease.Unlock()
+	work, stop := context.WithCancel(lease.Context())
+	defer stop()
+	defer context.AfterFunc(request, stop)()
 
-	// Work under lease.Context(): it ends if the lock is lost.
-	fmt.Println("locked", lease.Key(), "holds:", lease.Holds())
-	// Output: locked invoice:42 holds: 1
+	cancelRequest() // the request ends while the work runs
+	<-work.Done()
+	fmt.Println("work stopped; lease still held:", lease.Context().Err() == nil)
+	// Output: work stopped; lease still held: true
+}
+
+// An owner label tells an operator who holds a lock: Inspect shows it with a short prefix of
+// the owner's random part (the whole token stays secret).
+func ExampleWithOwnerLabel() {
+	client := locker.New(memory.New(), locker.WithOwnerLabel("worker-1/4242"))
+	defer client.Close()
+	ctx := context.Background()
+
+	lease, _ := client.Lock(ctx, "nightly-job")
+	defer lease.Unlock()
+	st, _ := client.Inspect(ctx, "nightly-job")
+	label, random, _ := strings.Cut(st.Owner, "#")
+	fmt.Println(label, len(random) < len(lease.Owner()))
+	// Output: worker-1/4242 true
+}
+
+// Another process can re-enter a hold it was handed (Lease.Owner): it adds a hold and never
+// takes a new lock, so once the hold is gone it fails with ErrLockLost.
+func ExampleWithHeldOwner() {
+	ctx := context.Background()
+	backend := memory.New()
+	parent, child := locker.New(backend), locker.New(backend) // two processes, in effect
+	defer parent.Close()
+	defer child.Close()
+
+	outer, _ := parent.Lock(ctx, "deploy")
+	inner, err := child.Lock(ctx, "deploy", locker.WithHeldOwner(outer.Owner()))
+	fmt.Println(inner.Holds(), err)
+	inner.Unlock() // releases the child's hold only
+	outer.Unlock()
+
+	_, err = child.Lock(ctx, "deploy", locker.WithHeldOwner(outer.Owner()))
+	fmt.Println(errors.Is(err, locker.ErrLockLost))
+	// Output:
+	// 2 <nil>
+	// true
 }
 
 // A function that locks can call another that locks the same key: the lease's context carries

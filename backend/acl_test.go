@@ -72,7 +72,7 @@ var lockerACL = []string{
 	"-@all",
 	// The scripts, with the EVAL and SCRIPT LOAD fallbacks, and the commands they call.
 	"+evalsha", "+eval", "+script|load",
-	"+exists", "+hexists", "+hget", "+hincrby", "+hdel", "+pexpire", "+pttl", "+hvals", "+del", "+spublish",
+	"+exists", "+hexists", "+hget", "+hset", "+hincrby", "+hdel", "+hgetall", "+pexpire", "+pttl", "+del", "+spublish",
 	// Request markers and fencing counters (redislock.MarkerKey, FenceKey: under the prefix).
 	"+get", "+set", "+time",
 	// Notices; go-redis pings an idle subscription, rueidis pings its connections.

@@ -94,19 +94,27 @@ func (f *faulty) healAndReset() {
 }
 
 // holdsOn returns the lock hash at key as the server has it: owner token -> hold count (empty
-// when the key does not exist).
+// when the key does not exist). It fails the test unless the hash has the lock marker.
 func holdsOn(t *testing.T, srv *redistest.Server, key string) map[string]int {
 	t.Helper()
 	fields, _ := srv.Do(t, "HGETALL", key).([]any)
 	m := make(map[string]int, len(fields)/2)
+	marked := len(fields) == 0
 	for i := 0; i+1 < len(fields); i += 2 {
 		owner, _ := fields[i].(string)
 		v, _ := fields[i+1].(string)
+		if owner == "" {
+			marked = v == "locker" // the lock marker (internal/redislock/lua/lib.lua)
+			continue
+		}
 		n, err := strconv.Atoi(v)
 		if err != nil {
 			t.Fatalf("HGETALL %s: hold count %q of %q: %v", key, v, owner, err)
 		}
 		m[owner] = n
+	}
+	if !marked {
+		t.Fatalf("HGETALL %s = %v: no lock marker", key, fields)
 	}
 	return m
 }

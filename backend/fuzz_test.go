@@ -166,8 +166,8 @@ func FuzzBackendsAgree(f *testing.F) {
 		}
 		if st.Locked {
 			fields, err := rdb.HGetAll(ctx, key).Result()
-			if err != nil || len(fields) != 1 {
-				t.Fatalf("lock hash %q = %q, %v; want exactly one owner", key, fields, err)
+			if err != nil || len(fields) != 2 || fields[""] != "locker" {
+				t.Fatalf("lock hash %q = %q, %v; want exactly one owner and the lock marker", key, fields, err)
 			}
 		}
 	})
@@ -181,7 +181,7 @@ func compareInspect(ctx context.Context, t *testing.T, mem, red locker.Locker, k
 	if errA != nil || errB != nil {
 		t.Fatalf("op %d Inspect: memory %v, redis %v", op, errA, errB)
 	}
-	if a.Locked != b.Locked || a.Holds != b.Holds {
+	if a.Locked != b.Locked || a.Holds != b.Holds || a.Owner != b.Owner {
 		t.Fatalf("op %d Inspect: memory %+v, redis %+v", op, a, b)
 	}
 	if a.Locked && (a.TTL <= 0 || b.TTL <= 0 || a.TTL > ttl+time.Millisecond || b.TTL > ttl+time.Millisecond) {

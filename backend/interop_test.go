@@ -196,12 +196,14 @@ func TestScriptCacheLoss(t *testing.T) {
 // ownerOf reads the owner token of the single hold on key from the server.
 func ownerOf(t *testing.T, srv *redistest.Server, key string) string {
 	t.Helper()
-	fields, _ := srv.Do(t, "HKEYS", key).([]any)
-	if len(fields) != 1 {
-		t.Fatalf("HKEYS %s = %v, want one owner", key, fields)
+	holds := holdsOn(t, srv, key)
+	if len(holds) != 1 {
+		t.Fatalf("the lock hash %s has owners %v, want one", key, holds)
 	}
-	owner, _ := fields[0].(string)
-	return owner
+	for owner := range holds {
+		return owner
+	}
+	return ""
 }
 
 func errIf(cond bool, msg string) error {

@@ -279,7 +279,7 @@ func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, f
 // may fire a moment before the ctx's own timer), or else with locker.ErrUnavailable when the
 // error is one that passes (see Unavailable).
 func (b *Backend) fail(ctx context.Context, op, key string, err error) error {
-	if sentinel, why := scriptRefusal(err); sentinel != nil {
+	if why, sentinel := scriptRefusal(err); sentinel != nil {
 		return fmt.Errorf("%s: %s %s: %w (%s)", b.prefix, op, display.Key(key), sentinel, why)
 	}
 	key = display.Key(key)
@@ -296,19 +296,19 @@ func (b *Backend) fail(ctx context.Context, op, key string, err error) error {
 	return fmt.Errorf("%s: %s %s: %w", b.prefix, op, key, err)
 }
 
-// scriptRefusal returns the sentinel of a script's error answer (NOTALOCK, NOTHELD: see the
-// scripts) and the reason it gives, or nil for any other error.
-func scriptRefusal(err error) (error, string) {
+// scriptRefusal returns the reason a script gives in an error answer (NOTALOCK, NOTHELD: see
+// the scripts) and the answer's sentinel; a nil sentinel for any other error.
+func scriptRefusal(err error) (why string, sentinel error) {
 	if err == nil {
-		return nil, ""
+		return "", nil
 	}
 	msg := err.Error()
 	for code, sentinel := range scriptErrors {
 		if i := strings.Index(msg, code+" "); i >= 0 && (i == 0 || msg[i-1] == ' ' || msg[i-1] == '-') {
-			return sentinel, msg[i+len(code)+1:]
+			return msg[i+len(code)+1:], sentinel
 		}
 	}
-	return nil, ""
+	return "", nil
 }
 
 // scriptErrors are the error codes the scripts answer with, and their sentinels.
