@@ -113,13 +113,16 @@ func WithRetry(s RetryStrategy) Option {
 // 1 to MaxOwnerLen bytes. Default: the ownership carried by the call's context for that key, or
 // else a fresh 128-bit random token per Lock.
 func WithOwner(id string) Option {
-	return func(c *config) {
-		if id == "" || len(id) > MaxOwnerLen {
-			c.invalid(fmt.Errorf("%w: owner must be 1 to %d bytes, got %d", ErrInvalid, MaxOwnerLen, len(id)))
-			return
-		}
-		c.owner, c.heldOwner = id, false
+	return func(c *config) { c.setOwner(id, false) }
+}
+
+// setOwner sets the owner of WithOwner (held false) or WithHeldOwner (held true).
+func (c *config) setOwner(id string, held bool) {
+	if id == "" || len(id) > MaxOwnerLen {
+		c.invalid(fmt.Errorf("%w: owner must be 1 to %d bytes, got %d", ErrInvalid, MaxOwnerLen, len(id)))
+		return
 	}
+	c.owner, c.heldOwner = id, held
 }
 
 // WithHeldOwner re-enters a hold that the owner token already has on the key, taken by another
@@ -130,13 +133,7 @@ func WithOwner(id string) Option {
 // The token must be 1 to MaxOwnerLen bytes. Default: none; the last of WithOwner and
 // WithHeldOwner applies.
 func WithHeldOwner(token string) Option {
-	return func(c *config) {
-		if token == "" || len(token) > MaxOwnerLen {
-			c.invalid(fmt.Errorf("%w: held owner must be 1 to %d bytes, got %d", ErrInvalid, MaxOwnerLen, len(token)))
-			return
-		}
-		c.owner, c.heldOwner = token, true
-	}
+	return func(c *config) { c.setOwner(token, true) }
 }
 
 // WithOwnerLabel puts a readable label in front of the random owner tokens this Client makes
