@@ -175,3 +175,29 @@ func TestLockUntilCtxWhileUnavailable(t *testing.T) {
 		}
 	})
 }
+
+// Error messages cut a key after 64 bytes: a 64 KiB key must not make a 64 KiB message.
+func TestErrorsCutLongKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		b := memory.New()
+		a, other := locker.New(b), locker.New(b)
+		defer a.Close()
+		defer other.Close()
+		key := strings.Repeat("k", locker.MaxKeyLen)
+		held, err := a.Lock(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, refused := other.TryLock(ctx, key)
+		_, waited := other.Lock(ctx, key, locker.WithRetry(locker.LimitRetry(locker.NoRetry(), 0)))
+		_ = held.Unlock()
+		again := held.Unlock()
+		for _, err := range []error{refused, waited, again} {
+			if err == nil || len(err.Error()) > 300 || !strings.Contains(err.Error(), "more bytes") {
+				t.Errorf("error %.100q… (%d bytes): want a message with the key cut", err, len(fmt.Sprint(err)))
+			}
+		}
+	})
+}
