@@ -418,7 +418,7 @@ func (c *Client) loseReentry(r *request) error {
 
 // lostReentry is the error of a re-entry into a hold that is gone.
 func lostReentry(key string) error {
-	return fmt.Errorf("locker: lock %s: re-entry: the owner's hold is gone from the backend (it expired or was forced away), and a re-entry never takes a new lock: %w", display.Key(key), ErrLockLost)
+	return fmt.Errorf("locker: lock %s: re-entry: the owner no longer holds it (released, expired or forced away), and a re-entry never takes a new lock: %w", display.Key(key), ErrLockLost)
 }
 
 // maxUnavailableWait is the longest Lock waits before trying again after the backend was

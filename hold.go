@@ -73,16 +73,14 @@ func (h *hold) confirm(seq, next uint64, sent time.Time, ttl time.Duration) {
 
 // dropUpTo removes the leases registered at or before seq (Lease.seq) and ends their contexts
 // with ErrLockLost: the backend showed that the owner's holds were gone after they were taken.
-// Leases registered later were granted after that and stay. It returns the leases dropped.
-func (h *hold) dropUpTo(seq uint64) []*Lease {
-	var lost []*Lease
+// Leases registered later were granted after that and stay.
+func (h *hold) dropUpTo(seq uint64) {
 	kept := h.leases[:0]
 	for _, l := range h.leases {
 		if l.seq > seq {
 			kept = append(kept, l)
 			continue
 		}
-		lost = append(lost, l)
 		if l.renew {
 			h.renewing--
 		}
@@ -90,7 +88,6 @@ func (h *hold) dropUpTo(seq uint64) []*Lease {
 	}
 	clear(h.leases[len(kept):])
 	h.leases = kept
-	return lost
 }
 
 // end ends the context of every lease of the hold with cause.
