@@ -23,6 +23,7 @@ type Client struct {
 
 	mu     sync.Mutex
 	closed bool
+	undos  sync.WaitGroup // background take-backs started before Close, which waits for them
 	held   map[holdID]*hold // every (key, owner) this Client holds leases of
 	seq    uint64           // counts confirmed lease resets, for hold.confirm
 	wd     watchdog
@@ -127,8 +128,9 @@ func (c *Client) ForceUnlock(ctx context.Context, key string) (bool, error) {
 // Close stops the watchdog and ends the context of every lease of this Client with cause
 // ErrClosed. It does not release the locks (work may still be running under them): they expire
 // after their TTL unless their Leases are unlocked, which still works after Close. Waiting Locks
-// return ErrClosed. Close leaves no goroutine behind and returns nil; calling it again does
-// nothing.
+// return ErrClosed. A background take-back of an abandoned acquire (see Lock) finishes the
+// attempt it is making, and Close waits for it, but it is not sent again. Close leaves no
+// goroutine behind and returns nil; calling it again does nothing.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -144,6 +146,7 @@ func (c *Client) Close() error {
 	c.wd.stop()
 	c.mu.Unlock()
 	c.wd.wait()
+	c.undos.Wait()
 	return nil
 }
 
@@ -310,7 +313,19 @@ func (c *Client) abandon(r *request) {
 		return
 	}
 	r.pending = false
-	go c.undo(ReleaseRequest{Key: r.full, Owner: r.owner, ID: r.id, Undo: true, Fresh: r.fresh})
+	req := ReleaseRequest{Key: r.full, Owner: r.owner, ID: r.id, Undo: true, Fresh: r.fresh}
+	c.mu.Lock()
+	tracked := !c.closed // Close waits for it; once Close has begun, it no longer waits
+	if tracked {
+		c.undos.Add(1)
+	}
+	c.mu.Unlock()
+	go func() {
+		if tracked {
+			defer c.undos.Done()
+		}
+		c.undo(req)
+	}()
 }
 
 // undoTimeout bounds a background take-back of an acquire, all its attempts together.
@@ -318,12 +333,13 @@ const undoTimeout = 5 * time.Second
 
 // undo sends the take-back req of an acquire. While the backend is unavailable (the take-back
 // met the same partition or restart as the acquire) it sends it again, 50ms, 100ms, then at most
-// maxUnavailableWait apart, within undoTimeout: a take-back is idempotent (the acquire's marker
-// records it), so one whose reply was lost and that is sent again never removes a second hold.
+// maxUnavailableWait apart, within undoTimeout and until Close: a take-back is idempotent (the
+// acquire's marker records it), so one whose reply was lost and that is sent again never removes
+// a second hold.
 func (c *Client) undo(req ReleaseRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
 	defer cancel()
-	_ = c.releaseWhileUnavailable(ctx, req, 0)
+	_ = c.releaseWhileUnavailable(ctx, req, 0, c.ctx.Done())
 }
 
 // contend tries until the lock is granted, the retry strategy gives up, ctx ends or the Client

@@ -187,14 +187,14 @@ const releaseAttempts = 3
 // release removes one hold of owner on full, sending the request again with the same ID while
 // the backend is unavailable.
 func (c *Client) release(ctx context.Context, full, owner string) error {
-	return c.releaseWhileUnavailable(ctx, ReleaseRequest{Key: full, Owner: owner, ID: c.ids.next()}, releaseAttempts)
+	return c.releaseWhileUnavailable(ctx, ReleaseRequest{Key: full, Owner: owner, ID: c.ids.next()}, releaseAttempts, nil)
 }
 
 // releaseWhileUnavailable sends req until the backend answers with anything but an error wrapping
-// ErrUnavailable, at most attempts times (0: until ctx ends), 50ms apart, then twice as long
-// each time up to maxUnavailableWait, and returns the last error. Sending req again is safe: it
-// carries a request ID, so a copy whose first send took effect changes nothing.
-func (c *Client) releaseWhileUnavailable(ctx context.Context, req ReleaseRequest, attempts int) error {
+// ErrUnavailable, at most attempts times (0: until ctx ends or stop is closed), 50ms apart, then
+// twice as long each time up to maxUnavailableWait, and returns the last error. Sending req
+// again is safe: it carries a request ID, so a copy whose first send took effect changes nothing.
+func (c *Client) releaseWhileUnavailable(ctx context.Context, req ReleaseRequest, attempts int, stop <-chan struct{}) error {
 	wait := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		_, err := c.backend.Release(ctx, req)
@@ -205,6 +205,9 @@ func (c *Client) releaseWhileUnavailable(ctx context.Context, req ReleaseRequest
 		select {
 		case <-t.C:
 		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-stop:
 			t.Stop()
 			return err
 		}

@@ -67,3 +67,33 @@ func TestTakeBackRetriedWhileUnavailable(t *testing.T) {
 		}
 	})
 }
+
+// Close waits for a take-back that is under way (so that it leaves no goroutine behind, and a
+// backend closed after the Client is not pulled from under it), and a take-back that fails after
+// Close is not sent again.
+func TestCloseWaitsForTakeBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		b := &flaky{Locker: mem}
+		b.takeBacks.Store(1 << 20) // every take-back fails
+		c := locker.New(b, locker.WithTTL(time.Minute))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := c.Lock(ctx, "k"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Lock with every reply lost = %v, want DeadlineExceeded", err)
+		}
+		start := time.Now()
+		c.Close()
+		if d := time.Since(start); d >= time.Second {
+			t.Fatalf("Close took %v: it waited for the take-back's retries", d)
+		}
+		tries := b.tries.Load()
+		if tries == 0 {
+			t.Fatal("no take-back was sent before Close returned")
+		}
+		time.Sleep(10 * time.Second)
+		if n := b.tries.Load(); n != tries {
+			t.Fatalf("%d take-backs sent after Close, want none", n-tries)
+		}
+	})
+}

@@ -152,7 +152,8 @@ func doubleUnlock(e *env) {
 	}
 }
 
-// The watchdog keeps a lease alive for four TTLs and stops renewing it after Unlock.
+// The watchdog keeps a lease alive for four TTLs and stops renewing it after Unlock (a renewal
+// already under way as Unlock runs may still go out: one at most).
 func watchdogKeepsAlive(e *env) {
 	t, c, ctx, key := e.t, e.client(), background(e.t), e.key("watchdog")
 	l := ok(c.Lock(ctx, key))(t)
@@ -173,8 +174,8 @@ func watchdogKeepsAlive(e *env) {
 	}
 	renewals := e.probe.total("Renew")
 	time.Sleep(2 * e.ttl)
-	if n := e.probe.total("Renew"); n != renewals {
-		t.Fatalf("%d renewals after Unlock, want none", n-renewals)
+	if n := e.probe.total("Renew"); n > renewals+1 {
+		t.Fatalf("%d renewals after Unlock, want none (but one under way)", n-renewals)
 	}
 }
 
