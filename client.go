@@ -23,7 +23,7 @@ type Client struct {
 
 	mu     sync.Mutex
 	closed bool
-	undos  sync.WaitGroup // background take-backs started before Close, which waits for them
+	undos  sync.WaitGroup   // background take-backs started before Close, which waits for them
 	held   map[holdID]*hold // every (key, owner) this Client holds leases of
 	seq    uint64           // counts confirmed lease resets, for hold.confirm
 	wd     watchdog
