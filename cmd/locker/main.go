@@ -114,6 +114,13 @@ func (e *exitError) Error() string {
 
 func (e *exitError) Unwrap() error { return e.err }
 
+// errorText is err's message without the library's "locker: " prefixes, so that a message
+// printed after "locker CMD: " carries one prefix, not "locker run: locker: lock K: locker: …".
+func errorText(err error) string {
+	msg := strings.ReplaceAll(err.Error(), ": locker: ", ": ")
+	return strings.TrimPrefix(msg, "locker: ")
+}
+
 // Exit codes other than 0, 1 and 2 (see the package doc).
 const (
 	exitLockLost    = 70  // run: the lease was lost while the command ran
@@ -168,12 +175,12 @@ func run(args []string, s *streams) int {
 	err = runCmd(ctx, s, pos)
 	if e, ok := errors.AsType[*exitError](err); ok {
 		if e.err != nil {
-			fmt.Fprintf(s.err, "locker %s: %v\n", cmd.name, e.err)
+			fmt.Fprintf(s.err, "locker %s: %s\n", cmd.name, errorText(e.err))
 		}
 		return e.code
 	}
 	if err != nil {
-		fmt.Fprintf(s.err, "locker %s: %v\n", cmd.name, err)
+		fmt.Fprintf(s.err, "locker %s: %s\n", cmd.name, errorText(err))
 		if _, ok := errors.AsType[*usageError](err); ok {
 			fmt.Fprintf(s.err, "Run 'locker %s --help' for usage.\n", cmd.name)
 			return 2
