@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -65,7 +68,10 @@ func addConnFlags(fs *flag.FlagSet, embedded bool) *connFlags {
 // A conn is a locker.Locker on a Redis server through one driver.
 type conn struct {
 	locker.Locker
-	desc  string // the server and driver, for people: "Redis at redis://…, driver goredis"
+	desc string // the server and driver, for people: "Redis at redis://…, driver goredis"
+	// down lists the servers of a quorum that did not answer at the start, with the reason
+	// (the quorum tries them again as it goes).
+	down  []string
 	close func()
 }
 
@@ -120,34 +126,91 @@ func (c *connFlags) connectURL(ctx context.Context, raw string) (*conn, error) {
 	return cn, nil
 }
 
-// connectQuorum connects to every server of a quorum: all of them must answer at the start.
+// connectQuorum connects to every server of a quorum at once. A minority of them may be down
+// at the start, as later: those become nodes that connect when their server answers (the
+// conn's down lists them). The same server twice is a usage error: its votes would count twice.
 func (c *connFlags) connectQuorum(ctx context.Context) (*conn, error) {
 	if len(c.urls) < 3 {
 		return nil, usagef("--redis given %d times: a quorum needs 3 or more independent servers (3 or 5)", len(c.urls))
 	}
+	seen := map[string]string{}
+	for _, raw := range c.urls {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+			return nil, usagef("--redis: want redis://[user:password@]host:port[/db] or rediss://…, got %s", redacted(raw))
+		}
+		id := serverID(u)
+		if first, ok := seen[id]; ok {
+			return nil, usagef("--redis %s and %s: the same server (%s) twice; a quorum needs independent servers", first, u.Redacted(), id)
+		}
+		seen[id] = u.Redacted()
+	}
+
+	type result struct {
+		cn  *conn
+		err error
+	}
+	results := make([]result, len(c.urls))
+	var wg sync.WaitGroup
+	for i, raw := range c.urls {
+		wg.Go(func() {
+			cn, err := c.connectURL(ctx, raw)
+			results[i] = result{cn, err}
+		})
+	}
+	wg.Wait()
+
 	var (
-		nodes []locker.Locker
-		conns []*conn
+		nodes   []locker.Locker
+		closers []func()
+		down    []string
+		errs    []error
 	)
+	for i, r := range results {
+		if r.err == nil {
+			nodes, closers = append(nodes, r.cn.Locker), append(closers, r.cn.close)
+			continue
+		}
+		raw := c.urls[i]
+		u, _ := url.Parse(raw)
+		n := &lazyNode{url: u.Redacted(), lastErr: r.err, next: time.Now().Add(redialEvery),
+			dial: func(ctx context.Context) (*conn, error) { return c.connectURL(ctx, raw) }}
+		nodes, closers = append(nodes, n), append(closers, n.close)
+		down, errs = append(down, errorText(r.err)), append(errs, r.err)
+	}
 	closeAll := func() {
-		for _, cn := range conns {
-			cn.close()
+		for _, f := range closers {
+			f()
 		}
 	}
-	for _, raw := range c.urls {
-		cn, err := c.connectURL(ctx, raw)
-		if err != nil {
-			closeAll()
+	majority := len(nodes)/2 + 1
+	if up := len(nodes) - len(down); up < majority {
+		closeAll()
+		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		conns = append(conns, cn)
-		nodes = append(nodes, cn.Locker)
+		return nil, fmt.Errorf("a quorum of %d servers needs %d, %d answered: %w", len(nodes), majority, up, errors.Join(errs...))
 	}
 	return &conn{
 		Locker: quorum.New(nodes...),
-		desc:   fmt.Sprintf("a quorum of %d Redis servers (a majority of %d decides), driver %s", len(nodes), len(nodes)/2+1, c.driver),
+		desc:   fmt.Sprintf("a quorum of %d Redis servers (a majority of %d decides), driver %s", len(nodes), majority, c.driver),
+		down:   down,
 		close:  closeAll,
 	}, nil
+}
+
+// serverID names the server a URL points at, to find the same one given twice: its host in
+// lower case ("localhost" as 127.0.0.1) and port (6379 by default). The database number and
+// credentials do not count: two databases of one server fail together.
+func serverID(u *url.URL) string {
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if host == "localhost" {
+		host = "127.0.0.1"
+	}
+	if port == "" {
+		port = "6379"
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // dial makes a Locker of driver on the server at the URL raw and PINGs the server.
@@ -206,4 +269,12 @@ func redacted(raw string) string {
 		return "an invalid URL"
 	}
 	return fmt.Sprintf("%q", u.Redacted())
+}
+
+// warnDown prints, for the command name, one line per quorum server that did not answer at the
+// start.
+func (cn *conn) warnDown(s *streams, name string) {
+	for _, why := range cn.down {
+		fmt.Fprintf(s.err, "locker %s: warning: %s; going on with the majority that answered\n", name, why)
+	}
 }

@@ -3,20 +3,27 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"strings"
+	"unicode"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/internal/display"
 )
 
 var inspectCommand = command{
 	name:    "inspect",
 	summary: "show whether a key is locked, its hold count and remaining lease",
 	args:    "KEY",
-	help: `Prints "key KEY: locked, N holds, TTL D" or "key KEY: free"; with --json, one JSON
-object on one line: {"key": …, "locked": …, "holds": …, "ttl": "1.234s", "ttl_ms": 1234}.
-The owner is not shown: it is a random token. Exit status 0 whether the key is locked or not.`,
+	help: `Prints "key KEY: locked by OWNER, N holds, TTL D" or "key KEY: free"; with --json, one
+JSON object on one line: {"key": …, "locked": …, "owner": …, "holds": …, "ttl": "1.234s",
+"ttl_ms": 1234}. OWNER is the holder's label and the start of its random token
+("build-7/4242#9f86d081…": locker run labels its owners with host/pid); the whole token is
+never shown, since it would let anyone release the lock. Exit status 0 whether the key is
+locked or not; 1 when the key holds something that is not a lock (it is left as it is).`,
 	setup: func(fs *flag.FlagSet) func(context.Context, *streams, []string) error {
 		asJSON := fs.Bool("json", false, "print a JSON object")
 		cf := addConnFlags(fs, false)
@@ -30,16 +37,17 @@ The owner is not shown: it is a random token. Exit status 0 whether the key is l
 				return err
 			}
 			defer backend.close()
+			backend.warnDown(s, "inspect")
 			client := locker.New(backend.Locker)
 			defer client.Close()
 			st, err := client.Inspect(ctx, key)
 			if err != nil {
-				return err
+				return notALock(key, err)
 			}
 			if *asJSON {
 				return printJSON(s.out, key, st)
 			}
-			_, err = fmt.Fprintf(s.out, "key %s: %s\n", key, describe(st))
+			_, err = fmt.Fprintf(s.out, "key %s: %s\n", keyText(key), describe(st))
 			return err
 		}
 	},
@@ -58,12 +66,31 @@ func oneKey(args []string) (string, error) {
 	return args[0], nil
 }
 
-// describe is a State for people: "locked, 2 holds, TTL 1.234s" or "free".
+// keyText is key for a line of output: as it is when it is short and plain (printable, no
+// spaces), else quoted and cut (display.Key), so that a key cannot forge or flood the output.
+func keyText(key string) string {
+	if len(key) > display.MaxKey || strings.IndexFunc(key, func(r rune) bool { return !unicode.IsGraphic(r) || unicode.IsSpace(r) }) >= 0 || strings.HasPrefix(key, `"`) {
+		return display.Key(key)
+	}
+	return key
+}
+
+// notALock turns an error wrapping locker.ErrNotALock into one clear line; other errors are
+// returned as they are.
+func notALock(key string, err error) error {
+	if errors.Is(err, locker.ErrNotALock) {
+		return fmt.Errorf("key %s is not a lock (it holds another type of value, or a hash that locker did not write), so locker leaves it alone", keyText(key))
+	}
+	return err
+}
+
+// describe is a State for people: "locked by web-1/42#9f86d081…, 2 holds, TTL 1.234s" or
+// "free".
 func describe(st locker.State) string {
 	if !st.Locked {
 		return "free"
 	}
-	return fmt.Sprintf("locked, %s, TTL %v", holds(st.Holds), st.TTL)
+	return fmt.Sprintf("locked by %s, %s, TTL %v", st.Owner, holds(st.Holds), st.TTL)
 }
 
 // holds is "1 hold", "2 holds"…
@@ -74,12 +101,14 @@ func holds(n int) string {
 	return fmt.Sprintf("%d holds", n)
 }
 
+// printJSON prints key's state as one JSON object on one line (the key whole).
 func printJSON(w io.Writer, key string, st locker.State) error {
 	return json.NewEncoder(w).Encode(struct {
 		Key    string `json:"key"`
 		Locked bool   `json:"locked"`
+		Owner  string `json:"owner,omitempty"`
 		Holds  int    `json:"holds"`
 		TTL    string `json:"ttl"`
 		TTLms  int64  `json:"ttl_ms"`
-	}{key, st.Locked, st.Holds, st.TTL.String(), st.TTL.Milliseconds()})
+	}{key, st.Locked, st.Owner, st.Holds, st.TTL.String(), st.TTL.Milliseconds()})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/internal/display"
 )
 
 func TestInspect(t *testing.T) {
@@ -17,7 +18,7 @@ func TestInspect(t *testing.T) {
 		t.Run(srv.name, func(t *testing.T) {
 			t.Parallel()
 			url := srv.start(t)
-			lib := libClient(t, url, locker.WithTTL(10*time.Second))
+			lib := libClient(t, url, locker.WithTTL(10*time.Second), locker.WithOwnerLabel("billing-7/4242"))
 
 			tio := newIO("", false)
 			tio.exec(t, 0, "inspect", "--redis", url, "invoice:42")
@@ -39,9 +40,13 @@ func TestInspect(t *testing.T) {
 			tio = newIO("", false)
 			tio.exec(t, 0, "inspect", "--redis", url, "invoice:42")
 			line := strings.TrimSuffix(tio.stdout.String(), "\n")
-			ttl, ok := strings.CutPrefix(line, "key invoice:42: locked, 2 holds, TTL ")
+			owner := display.Owner(outer.Owner()) // "billing-7/4242#" and 8 hex digits, "…"
+			if !strings.HasPrefix(owner, "billing-7/4242#") {
+				t.Fatalf("owner %q: want the label first", owner)
+			}
+			ttl, ok := strings.CutPrefix(line, "key invoice:42: locked by "+owner+", 2 holds, TTL ")
 			if d, err := time.ParseDuration(ttl); !ok || err != nil || d <= 0 || d > 10*time.Second {
-				t.Errorf("held key: stdout %q, want \"key invoice:42: locked, 2 holds, TTL D\" with 0 < D <= 10s", line)
+				t.Errorf("held key: stdout %q, want \"key invoice:42: locked by %s, 2 holds, TTL D\" with 0 < D <= 10s", line, owner)
 			}
 
 			tio = newIO("", false)
@@ -49,6 +54,7 @@ func TestInspect(t *testing.T) {
 			var got struct {
 				Key    string `json:"key"`
 				Locked bool   `json:"locked"`
+				Owner  string `json:"owner"`
 				Holds  int    `json:"holds"`
 				TTL    string `json:"ttl"`
 				TTLms  int64  `json:"ttl_ms"`
@@ -57,7 +63,7 @@ func TestInspect(t *testing.T) {
 				t.Fatalf("--json: %v in %q", err, tio.stdout)
 			}
 			d, err := time.ParseDuration(got.TTL)
-			if got.Key != "invoice:42" || !got.Locked || got.Holds != 2 || err != nil || d.Milliseconds() != got.TTLms || got.TTLms <= 0 || got.TTLms > 10000 {
+			if got.Key != "invoice:42" || !got.Locked || got.Owner != owner || got.Holds != 2 || err != nil || d.Milliseconds() != got.TTLms || got.TTLms <= 0 || got.TTLms > 10000 {
 				t.Errorf("--json: %s", tio.stdout)
 			}
 		})

@@ -55,9 +55,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"strings"
 
 	"github.com/redis/go-redis/v9/logging"
+
+	"github.com/hashlock/locker/internal/display"
 )
 
 func main() {
@@ -137,23 +141,19 @@ func run(args []string, s *streams) int {
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
-		usage(s.out)
+		return help(args[1:], s)
+	case "version", "-version", "--version":
+		fmt.Fprintln(s.out, versionLine())
 		return 0
 	}
-	var cmd *command
-	for i := range commands {
-		if commands[i].name == args[0] {
-			cmd = &commands[i]
-		}
-	}
+	cmd := lookup(args[0])
 	if cmd == nil {
-		fmt.Fprintf(s.err, "locker: unknown command %q\n\n", args[0])
-		usage(s.err)
+		fmt.Fprintf(s.err, "locker: unknown command %s\nRun 'locker help' for the commands.\n", display.Key(args[0]))
 		return 2
 	}
 
 	fs := flag.NewFlagSet("locker "+cmd.name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // run reports parse errors itself, with the command's usage
+	fs.SetOutput(io.Discard) // run reports parse errors itself, in one line
 	runCmd := cmd.setup(fs)
 	pos, err := cmd.parse(fs, args[1:])
 	switch {
@@ -161,13 +161,9 @@ func run(args []string, s *streams) int {
 		cmd.usage(s.out, fs)
 		return 0
 	case err != nil:
-		fmt.Fprintf(s.err, "locker %s: %v\n\n", cmd.name, err)
-		cmd.usage(s.err, fs)
-		return 2
+		return cmd.usageError(s, err.Error())
 	case cmd.args == "" && len(pos) > 0:
-		fmt.Fprintf(s.err, "locker %s: unexpected arguments: %s\n\n", cmd.name, strings.Join(pos, " "))
-		cmd.usage(s.err, fs)
-		return 2
+		return cmd.usageError(s, "unexpected arguments: "+keyText(strings.Join(pos, " ")))
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -180,14 +176,67 @@ func run(args []string, s *streams) int {
 		return e.code
 	}
 	if err != nil {
-		fmt.Fprintf(s.err, "locker %s: %s\n", cmd.name, errorText(err))
 		if _, ok := errors.AsType[*usageError](err); ok {
-			fmt.Fprintf(s.err, "Run 'locker %s --help' for usage.\n", cmd.name)
-			return 2
+			return cmd.usageError(s, err.Error())
 		}
+		fmt.Fprintf(s.err, "locker %s: %s\n", cmd.name, errorText(err))
 		return 1
 	}
 	return 0
+}
+
+// lookup returns the command called name, or nil.
+func lookup(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+// help is "locker help [COMMAND]": the command list, or one command's help, on stdout.
+func help(args []string, s *streams) int {
+	if len(args) == 0 {
+		usage(s.out)
+		return 0
+	}
+	cmd := lookup(args[0])
+	if cmd == nil || len(args) > 1 {
+		fmt.Fprintf(s.err, "locker help: unknown command %s\nRun 'locker help' for the commands.\n", display.Key(strings.Join(args, " ")))
+		return 2
+	}
+	fs := flag.NewFlagSet("locker "+cmd.name, flag.ContinueOnError)
+	cmd.setup(fs)
+	cmd.usage(s.out, fs)
+	return 0
+}
+
+// usageError prints a usage error of the command, msg, in one line and a pointer to its help,
+// and returns exit code 2.
+func (c *command) usageError(s *streams, msg string) int {
+	fmt.Fprintf(s.err, "locker %s: %s\nRun 'locker %s --help' for usage.\n", c.name, msg, c.name)
+	return 2
+}
+
+// versionLine is "locker VERSION (GO, COMMIT)" from the build information: the module version
+// when installed with go install, "(devel)" when built from a checkout.
+func versionLine() string {
+	version, details := "(unknown)", []string{runtime.Version()}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version = bi.Main.Version
+		for _, st := range bi.Settings {
+			switch st.Key {
+			case "vcs.revision":
+				details = append(details, "commit "+st.Value[:min(12, len(st.Value))])
+			case "vcs.modified":
+				if st.Value == "true" {
+					details = append(details, "modified")
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("locker %s (%s)", version, strings.Join(details, ", "))
 }
 
 // parse parses the flags in args and returns the positional arguments. Unless c.rawArgs, flags
@@ -216,7 +265,9 @@ func usage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "\t%-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nRun 'locker <command> --help' for the flags of a command.\n"+
+	fmt.Fprintf(w, "\t%-8s %s\n\t%-8s %s\n", "help", "show the commands, or one command's help: locker help COMMAND",
+		"version", "show the version (also --version)")
+	fmt.Fprintf(w, "\nRun 'locker help <command>' for the flags of a command.\n"+
 		"The Redis server is --redis URL, or $%s (demo: an embedded miniredis by default).\n", redisEnv)
 }
 

@@ -212,9 +212,15 @@ func TestCommandLine(t *testing.T) {
 		stderr string // a substring of the expected stderr
 	}{
 		{args: nil, code: 2, stderr: "The commands are"},
-		{args: []string{"frobnicate"}, code: 2, stderr: `unknown command "frobnicate"`},
+		{args: []string{"frobnicate"}, code: 2, stderr: "locker: unknown command \"frobnicate\"\nRun 'locker help' for the commands.\n"},
+		{args: []string{strings.Repeat("x", 1<<20)}, code: 2, stderr: "(1048512 more bytes)"},
 		{args: []string{"--help"}, code: 0, stdout: "inspect"},
 		{args: []string{"help"}, code: 0, stdout: "unlock"},
+		{args: []string{"help", "inspect"}, code: 0, stdout: "Usage: locker inspect [flags] KEY"},
+		{args: []string{"help", "run"}, code: 0, stdout: "Usage: locker run"},
+		{args: []string{"help", "nope"}, code: 2, stderr: "locker help: unknown command \"nope\""},
+		{args: []string{"--version"}, code: 0, stdout: "locker "},
+		{args: []string{"version"}, code: 0, stdout: "(go1."},
 		{args: []string{"demo", "--help"}, code: 0, stdout: "-ttl"},
 		{args: []string{"demo", "-h"}, code: 0, stdout: "an embedded miniredis"},
 		{args: []string{"run", "--help"}, code: 0, stdout: "75                  the lock was not obtained"},
@@ -253,6 +259,15 @@ func TestCommandLine(t *testing.T) {
 		}
 		if tc.code == 2 && tio.stdout.String() != "" {
 			t.Errorf("run(%q): a usage error printed to stdout:\n%s", tc.args, tio.stdout)
+		}
+		// A usage error is one line and a pointer to the help, never the whole help (no args
+		// at all is the exception: the command list is the answer).
+		if tc.code == 2 && len(tc.args) > 0 && (strings.Count(tio.stderr.String(), "\n") != 2 || !strings.Contains(tio.stderr.String(), "\nRun 'locker ")) {
+			t.Errorf("run(%q): a usage error of more than one line and the pointer to the help:\n%s", tc.args, tio.stderr)
+		}
+		// No message carries two prefixes.
+		if strings.Contains(tio.stderr.String(), ": locker: ") {
+			t.Errorf("run(%q): two prefixes in %q", tc.args, tio.stderr)
 		}
 	}
 }

@@ -24,7 +24,8 @@ required: a normal unlock needs the owner's token, which this command cannot kno
 
 Unless --yes is given, it shows the lock and asks for confirmation on the terminal; when stdin
 is not a terminal it refuses (exit status 2) rather than read an answer from a pipe. It prints
-whether a lock was removed; exit status 0 either way, 1 when the confirmation is declined.`,
+whether a lock was removed; exit status 0 either way, 1 when the confirmation is declined or
+the key holds something that is not a lock (it is left as it is: unlock deletes only locks).`,
 	setup: func(fs *flag.FlagSet) func(context.Context, *streams, []string) error {
 		force := fs.Bool("force", false, "remove the lock whoever holds it (required)")
 		yes := fs.Bool("yes", false, "do not ask for confirmation")
@@ -37,13 +38,14 @@ whether a lock was removed; exit status 0 either way, 1 when the confirmation is
 			case !*force:
 				return usagef("--force is required: without the owner's token the only unlock is a forced one")
 			case !*yes && !s.terminal:
-				return usagef("stdin is not a terminal, so there is no one to confirm: pass --yes to force-unlock %s", key)
+				return usagef("stdin is not a terminal, so there is no one to confirm: pass --yes to force-unlock %s", keyText(key))
 			}
 			backend, err := cf.connect(ctx)
 			if err != nil {
 				return err
 			}
 			defer backend.close()
+			backend.warnDown(s, "unlock")
 			client := locker.New(backend.Locker)
 			defer client.Close()
 			removed := false
@@ -53,12 +55,12 @@ whether a lock was removed; exit status 0 either way, 1 when the confirmation is
 				removed, err = confirmAndUnlock(ctx, s, client, key)
 			}
 			if err != nil {
-				return err
+				return notALock(key, err)
 			}
 			if removed {
-				_, err = fmt.Fprintf(s.out, "key %s: lock removed\n", key)
+				_, err = fmt.Fprintf(s.out, "key %s: lock removed\n", keyText(key))
 			} else {
-				_, err = fmt.Fprintf(s.out, "key %s: no lock to remove (it was free)\n", key)
+				_, err = fmt.Fprintf(s.out, "key %s: no lock to remove (it was free)\n", keyText(key))
 			}
 			return err
 		}
@@ -73,7 +75,7 @@ func confirmAndUnlock(ctx context.Context, s *streams, client *locker.Client, ke
 	if err != nil || !st.Locked {
 		return false, err
 	}
-	fmt.Fprintf(s.err, "force-unlock %s (held, %s, TTL %v)? [y/N] ", key, holds(st.Holds), st.TTL)
+	fmt.Fprintf(s.err, "force-unlock %s (held by %s, %s, TTL %v)? [y/N] ", keyText(key), st.Owner, holds(st.Holds), st.TTL)
 	answer, err := readLine(ctx, s.in)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return false, err
@@ -82,7 +84,7 @@ func confirmAndUnlock(ctx context.Context, s *streams, client *locker.Client, ke
 	case "y", "yes":
 		return client.ForceUnlock(ctx, key)
 	}
-	return false, &exitError{1, fmt.Errorf("not confirmed: the lock on %s is left in place", key)}
+	return false, &exitError{1, fmt.Errorf("not confirmed: the lock on %s is left in place", keyText(key))}
 }
 
 // readLine reads one line from r, or gives up when ctx ends (an interrupt at the prompt: the

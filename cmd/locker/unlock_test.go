@@ -16,7 +16,7 @@ func TestUnlock(t *testing.T) {
 		t.Run(srv.name, func(t *testing.T) {
 			t.Parallel()
 			url := srv.start(t)
-			lib := libClient(t, url, locker.WithTTL(300*time.Millisecond))
+			lib := libClient(t, url, locker.WithTTL(300*time.Millisecond), locker.WithOwnerLabel("tests/1"))
 			ctx := context.Background()
 			lock := func(key string) *locker.Lease {
 				t.Helper()
@@ -77,7 +77,10 @@ func TestUnlock(t *testing.T) {
 			for _, answer := range []string{"n\n", "\n", "maybe\n"} {
 				tio = newIO(answer, true)
 				tio.exec(t, 1, "unlock", "--redis", url, "--force", "b")
-				if want := "force-unlock b (held, 1 hold, TTL "; !strings.Contains(tio.stderr.String(), want) {
+				if want := "force-unlock b (held by tests/1#"; !strings.Contains(tio.stderr.String(), want) || !strings.Contains(tio.stderr.String(), "…, 1 hold, TTL ") {
+					t.Errorf("answer %q: the question lacks %q and the hold count:\n%s", answer, want, tio.stderr)
+				}
+				if want := "force-unlock b (held by tests/1#"; !strings.Contains(tio.stderr.String(), want) {
 					t.Errorf("answer %q: the question lacks %q:\n%s", answer, want, tio.stderr)
 				}
 				if want := "not confirmed"; !strings.Contains(tio.stderr.String(), want) {
