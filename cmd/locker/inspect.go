@@ -16,7 +16,7 @@ import (
 
 var inspectCommand = command{
 	name:    "inspect",
-	summary: "show whether a key is locked, its hold count and remaining lease",
+	summary: "show whether a key is locked, by whom, its hold count and remaining lease",
 	args:    "KEY",
 	help: `Prints "key KEY: locked by OWNER, N holds, TTL D" or "key KEY: free"; with --json, one
 JSON object on one line: {"key": …, "locked": …, "owner": …, "holds": …, "ttl": "1.234s",

@@ -10,41 +10,42 @@
 //
 //	demo     two workers contend for one lock: waiting, re-entry, watchdog renewals,
 //	         takeover on release, and a check that mutual exclusion held
-//	run      run a command while holding a lock, like flock(1) across machines:
-//	         locker run --key K [--ttl 30s] [--wait 1m] [--grace 10s] -- command [args...]
-//	         (--wait 0 tries once, a negative --wait waits forever; --grace is the time
-//	         between SIGTERM and SIGKILL when the lock is lost)
-//	inspect  show whether a key is locked, its hold count and remaining lease:
+//	run      run a command while holding a lock, flock(1) across machines:
+//	         locker run [-n | -w SECONDS] [-E CODE] KEY command [args...]
+//	         locker run [flags] KEY -c 'shell command'
+//	         (waits for ever by default; see docs/locker-run.md for the forms, kill-safety,
+//	         nested runs and the exit codes next to flock's)
+//	inspect  show whether a key is locked, by whom, its hold count and remaining lease:
 //	         locker inspect [--json] KEY
 //	unlock   remove a lock whoever holds it: locker unlock --force [--yes] KEY
+//	bench    compare the Go Redis drivers on one server: Lock+Unlock cost, contention,
+//	         re-entry, the watchdog (see bench/README.md)
+//	help     the commands, or one command's help: locker help COMMAND
+//	version  the version and build (also locker --version)
 //
-// Run "locker <command> --help" for the flags of a command.
+// Run "locker help <command>" or "locker <command> --help" for the flags of a command.
 //
 // Every command talks to Redis through the flags
 //
-//	--redis URL      redis://[user:password@]host:port[/db], or rediss:// for TLS
+//	--redis URL      redis://[user:password@]host:port[/db], or rediss:// for TLS; repeated
+//	                 (3 or 5 times), a quorum of independent servers, a minority of which may
+//	                 be down at the start
 //	--driver NAME    the Go Redis driver: goredis (the default), rueidis or redigo
 //
 // Without --redis, demo starts an embedded miniredis (an in-process imitation of Redis), so
 // "go run ./cmd/locker demo" needs no set-up; run, inspect and unlock take the URL from the
 // environment variable LOCKER_REDIS instead, and fail with exit code 2 when neither is given.
 // (demo ignores LOCKER_REDIS, so that it never writes to a server nobody named on its command
-// line.)
+// line.) inspect and unlock touch only locks: a key holding anything else is reported and left
+// as it is.
 //
-// Exit codes:
+// Exit codes (run has its own, listed by "locker help run" and docs/locker-run.md):
 //
-//	0      success (or help was asked for); run: the command exited 0
-//	1      failure: an error from the library or Redis, a failed check, a declined confirmation
+//	0      success (or help was asked for)
+//	1      failure: an error from the library or Redis, a key that is not a lock, a failed
+//	       check, a declined confirmation
 //	2      usage error: unknown command, bad flag or argument, no Redis URL, unlock without
 //	       --force, or unlock without --yes when stdin is not a terminal
-//	70     run: the lock was lost while the command ran (the command is terminated if it is
-//	       still running)
-//	75     run: the lock was not obtained within --wait (EX_TEMPFAIL, as flock -w)
-//	126    run: the command could not be started
-//	127    run: the command was not found
-//	128+N  run: the command was killed by signal N
-//
-// Otherwise run exits with the command's own exit status.
 package main
 
 import (

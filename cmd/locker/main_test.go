@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"go/parser"
+	"go/token"
 	"strings"
 	"sync"
 	"testing"
@@ -268,6 +270,26 @@ func TestCommandLine(t *testing.T) {
 		// No message carries two prefixes.
 		if strings.Contains(tio.stderr.String(), ": locker: ") {
 			t.Errorf("run(%q): two prefixes in %q", tc.args, tio.stderr)
+		}
+	}
+}
+
+// The package doc, which "go doc ./cmd/locker" shows, lists every command.
+func TestPackageDocListsCommands(t *testing.T) {
+	t.Parallel()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "main.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := f.Doc.Text()
+	names := []string{"help", "version"}
+	for _, c := range commands {
+		names = append(names, c.name)
+	}
+	for _, name := range names {
+		if !strings.Contains(doc, "\n\t"+name+" ") && !strings.Contains(doc, "\n    "+name+" ") {
+			t.Errorf("the package doc does not list the command %q:\n%s", name, doc)
 		}
 	}
 }
