@@ -126,14 +126,6 @@ func errorText(err error) string {
 	return strings.TrimPrefix(msg, "locker: ")
 }
 
-// Exit codes other than 0, 1 and 2 (see the package doc).
-const (
-	exitLockLost    = 70  // run: the lease was lost while the command ran
-	exitNotObtained = 75  // run: not obtained within --wait (EX_TEMPFAIL)
-	exitCannotRun   = 126 // run: the command could not be started
-	exitNotFound    = 127 // run: the command was not found
-)
-
 // run is the whole command: it returns the exit code instead of exiting, for tests.
 func run(args []string, s *streams) int {
 	if len(args) == 0 {

@@ -2,121 +2,381 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
+	"math"
+	"net/url"
 	"os"
-	"os/exec"
 	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/internal/display"
 )
+
+// Exit codes of locker run other than 0, 1 (the default conflict code) and 2 (usage). See
+// docs/locker-run.md, which sets them beside flock(1)'s.
+const (
+	exitUnavailable = 69  // an error from Redis or the library before the command started (EX_UNAVAILABLE)
+	exitLockLost    = 70  // the lease was lost while the command ran, or the outer hold was gone
+	exitCannotRun   = 126 // the command could not be started
+	exitNotFound    = 127 // the command was not found
+)
+
+// defaultConflictCode is the exit code when the lock is not obtained (-n, -w): 1, as flock's.
+const defaultConflictCode = 1
 
 var runCommand = command{
 	name:    "run",
 	summary: "run a command while holding a lock: flock(1) across machines",
-	args:    "-- command [args...]",
+	args:    "KEY command [args...] | KEY -c 'shell command' | --key KEY -- command [args...]",
 	rawArgs: true,
-	help: `Takes the lock on --key, waiting up to --wait for it, then runs the command with the
-same stdin, stdout and stderr while the watchdog renews the lease (every --ttl/3), and
-releases the lock when the command exits. SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded
-to the command (at a terminal, Ctrl-C reaches it from the terminal as well).
+	help: `Takes the lock on KEY, waiting for it as long as it takes (unless -n or -w), runs the
+command with the same stdin, stdout and stderr while the watchdog renews the lease every
+--ttl/3, and releases the lock when the command and everything it started have exited.
+flock(1)'s forms work: -n, -w SECONDS, -E CODE, -c 'shell command', -x, -v.
 
-With --fencing, the command finds the lock's fencing token in $LOCKER_FENCING_TOKEN: a
-number that grows with every new holder of the key. Pass it with the writes the command makes,
-and have the storage refuse a token lower than one it has already seen.
+SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to the command. If the lock is lost, the
+command's process tree gets SIGTERM, then SIGKILL after --grace, and run exits 70. If run itself
+is killed (kill -9), a supervisor ends the command's tree before the lease can expire (Linux).
+A locker run on the same key and servers inside the command re-enters this hold instead of
+waiting. With --fencing, the command finds the fencing token in $LOCKER_FENCING_TOKEN.
 
-If the lock is lost while the command runs (the lease could not be renewed: the lock was
-forced away, or Redis was unreachable until the lease may have expired), it prints
-"locker: lock KEY lost; terminating the command", sends the command SIGTERM, then SIGKILL
-if it has not exited after --grace, and exits with status 70.
+Exit status: the command's own (128+N when signal N killed it); 1 or -E when the lock was not
+obtained; 2 usage; 69 Redis or library error before the command started; 70 lock lost; 126
+cannot run; 127 not found; 128+N interrupted by signal N while waiting (Ctrl-C: 130).
 
-Exit status:
-  the command's own   when it exits normally (0 included)
-  128+N               the command was killed by signal N
-  70                  the lock was lost while the command ran
-  75                  the lock was not obtained within --wait (EX_TEMPFAIL, as flock -w)
-  126                 the command could not be started
-  127                 the command was not found
-  1                   an error from Redis or the library before the command started
-  2                   a usage error (no --key, no command, no Redis URL…)`,
+Details, examples and the exit codes beside flock's: docs/locker-run.md.`,
 	setup: func(fs *flag.FlagSet) func(context.Context, *streams, []string) error {
-		cfg := runConfig{TTL: locker.DefaultTTL, Wait: time.Minute, Grace: 10 * time.Second}
-		fs.StringVar(&cfg.Key, "key", "", "the lock's `key` (required)")
-		fs.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lease length; renewed every ttl/3, so a crashed holder blocks others for at most about ttl")
-		fs.DurationVar(&cfg.Wait, "wait", cfg.Wait, "how long to wait for the lock: 0 tries once, a negative duration (-1s) waits forever")
-		fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after the lock is lost, how long the command has between SIGTERM and SIGKILL")
-		fs.BoolVar(&cfg.Fencing, "fencing", false, "take a fencing token and pass it to the command as $"+tokenEnv+" (keeps a counter key per lock key on the server)")
+		cfg := newRunConfig()
+		cfg.define(fs)
 		cf := addConnFlags(fs, false)
-		return func(ctx context.Context, s *streams, argv []string) error {
-			if err := cfg.validate(argv); err != nil {
-				return err
-			}
-			backend, err := cf.connect(ctx)
+		return func(ctx context.Context, s *streams, pos []string) error {
+			argv, err := cfg.positional(pos)
 			if err != nil {
 				return err
 			}
-			defer backend.close()
-			return runLocked(ctx, s, cfg, backend.Locker, argv)
+			if err := cfg.validate(); err != nil {
+				return err
+			}
+			return runLocked(ctx, s, cfg, cf, argv)
 		}
 	},
 }
 
+// newRunConfig returns the defaults of locker run: wait as long as it takes, as flock(1).
+func newRunConfig() runConfig {
+	return runConfig{TTL: locker.DefaultTTL, Wait: waitForever, Grace: 10 * time.Second, ConflictCode: defaultConflictCode}
+}
+
+// waitForever is runConfig.Wait when locker run waits for the lock as long as it takes.
+const waitForever time.Duration = -1
+
+// runConfig is the configuration of one locker run, from its flags and arguments.
 type runConfig struct {
 	Key   string
 	TTL   time.Duration // lease length
-	Wait  time.Duration // how long to wait for the lock: 0 once, < 0 forever
-	Grace time.Duration // between SIGTERM and SIGKILL when the lock is lost
+	Wait  time.Duration // how long to wait for the lock: 0 tries once, waitForever (< 0) waits as long as it takes
+	Grace time.Duration // between SIGTERM and SIGKILL when the command's tree is ended
 	// Fencing takes a fencing token and passes it to the command in tokenEnv.
 	Fencing bool
+	// NonBlock is -n: try once (Wait 0), whatever -w says.
+	NonBlock bool
+	// ConflictCode is -E: the exit code when the lock is not obtained.
+	ConflictCode int
+	// Shell is -c: a command line for /bin/sh -c; set tells it from an empty one.
+	Shell    string
+	ShellSet bool
+	// Verbose is -v: say on stderr how long the wait took, and what runs.
+	Verbose bool
+	// Close is -o: the command does not inherit the hold (a nested run waits for it).
+	Close bool
+	// OwnerLabel labels the owner token, for locker inspect; default host/pid.
+	OwnerLabel string
 }
 
 // tokenEnv is the environment variable that carries the lease's fencing token to the command.
 const tokenEnv = "LOCKER_FENCING_TOKEN"
 
-func (c runConfig) validate(argv []string) error {
+// define registers run's flags on fs: its own and flock(1)'s, each short form beside its long
+// ones.
+func (c *runConfig) define(fs *flag.FlagSet) {
+	fs.StringVar(&c.Key, "key", "", "the lock's `key`, when not given as the first argument")
+	fs.DurationVar(&c.TTL, "ttl", c.TTL, "lease length; renewed every ttl/3, so a crashed holder blocks others for at most about ttl")
+	wait := (*waitValue)(&c.Wait)
+	fs.Var(wait, "w", "wait at most `seconds` for the lock (0.5, 60, or a Go duration: 1m30s); 0 is -n. Default: as long as it takes")
+	fs.Var(wait, "wait", "same as -w")
+	fs.Var(wait, "timeout", "same as -w")
+	for _, name := range []string{"n", "nonblock", "nb"} {
+		fs.BoolVar(&c.NonBlock, name, false, "fail at once if the lock is held (flock's -n)")
+	}
+	for _, name := range []string{"E", "conflict-exit-code"} {
+		fs.IntVar(&c.ConflictCode, name, c.ConflictCode, "exit `code` when the lock is not obtained (-n, -w), 0 to 255")
+	}
+	shell := &shellValue{c}
+	fs.Var(shell, "c", "run the `command` line through /bin/sh -c")
+	fs.Var(shell, "command", "same as -c")
+	for _, name := range []string{"v", "verbose"} {
+		fs.BoolVar(&c.Verbose, name, false, "say on stderr how long the wait for the lock took, and what runs")
+	}
+	var exclusive bool
+	for _, name := range []string{"x", "exclusive", "e"} {
+		fs.BoolVar(&exclusive, name, false, "accepted for flock(1); the lock is always exclusive")
+	}
+	for _, name := range []string{"o", "close"} {
+		fs.BoolVar(&c.Close, name, false, "do not pass the hold to the command: a nested locker run on the key waits for it")
+	}
+	fs.DurationVar(&c.Grace, "grace", c.Grace, "how long the command's processes have between SIGTERM and SIGKILL when they are ended")
+	fs.BoolVar(&c.Fencing, "fencing", false, "take a fencing token and pass it to the command as $"+tokenEnv+" (keeps a counter key per lock key on the server)")
+	fs.StringVar(&c.OwnerLabel, "owner-label", "", "label the owner token with `text`, for locker inspect (default host/pid)")
+}
+
+// waitValue is the value of -w: seconds as flock(1) takes them (fractions too), or a Go duration.
+type waitValue time.Duration
+
+func (w *waitValue) String() string {
+	if w == nil || time.Duration(*w) < 0 {
+		return ""
+	}
+	return time.Duration(*w).String()
+}
+
+func (w *waitValue) Set(s string) error {
+	d, err := parseWait(s)
+	if err != nil {
+		return err
+	}
+	*w = waitValue(d)
+	return nil
+}
+
+// parseWait parses a wait: a number of seconds ("0.5", "60") or a Go duration ("1m30s"). A
+// negative one waits as long as it takes (waitForever), as --wait did before flock's forms.
+func parseWait(s string) (time.Duration, error) {
+	var d time.Duration
+	if secs, err := strconv.ParseFloat(s, 64); err == nil {
+		if math.IsNaN(secs) || math.IsInf(secs, 0) || math.Abs(secs) > math.MaxInt64/float64(time.Second) {
+			return 0, errors.New("want seconds (0.5, 60) or a duration (1m30s)")
+		}
+		d = time.Duration(secs * float64(time.Second))
+	} else if d, err = time.ParseDuration(s); err != nil {
+		return 0, errors.New("want seconds (0.5, 60) or a duration (1m30s)")
+	}
+	if d < 0 {
+		return waitForever, nil
+	}
+	return d, nil
+}
+
+// shellValue is the value of -c.
+type shellValue struct{ c *runConfig }
+
+func (v *shellValue) String() string {
+	if v == nil || v.c == nil {
+		return ""
+	}
+	return v.c.Shell
+}
+
+func (v *shellValue) Set(s string) error {
+	v.c.Shell, v.c.ShellSet = s, true
+	return nil
+}
+
+// positional takes the key and the command from the positional arguments: "KEY command
+// [args...]", "KEY -c 'command'", or with --key only the command. It returns the command line
+// to run.
+func (c *runConfig) positional(pos []string) ([]string, error) {
+	if c.Key == "" {
+		if len(pos) == 0 {
+			return nil, usagef("no key given: locker run [flags] KEY command [args...]")
+		}
+		c.Key, pos = pos[0], pos[1:]
+		if len(pos) > 0 && pos[0] == "--" {
+			pos = pos[1:]
+		}
+		if len(pos) > 0 && (pos[0] == "-c" || pos[0] == "--command") {
+			if len(pos) != 2 {
+				return nil, usagef("%s takes exactly one command line: locker run KEY -c 'command'", pos[0])
+			}
+			if c.ShellSet {
+				return nil, usagef("-c given twice")
+			}
+			c.Shell, c.ShellSet, pos = pos[1], true, nil
+		}
+	}
+	switch {
+	case c.ShellSet && len(pos) > 0:
+		return nil, usagef("both -c and a command given: %s", display.Key(strings.Join(pos, " ")))
+	case c.ShellSet:
+		return shellCommand(c.Shell), nil
+	case len(pos) == 0:
+		return nil, usagef("no command given: locker run KEY command [args...], or KEY -c 'command'")
+	}
+	return pos, nil
+}
+
+// validate checks the flags' values.
+func (c *runConfig) validate() error {
 	switch {
 	case c.Key == "":
-		return usagef("--key is required")
-	case len(argv) == 0:
-		return usagef("no command given: locker run --key KEY -- command [args...]")
+		return usagef("empty key")
 	case c.TTL < locker.MinTTL:
 		return usagef("--ttl %v: must be at least %v", c.TTL, locker.MinTTL)
 	case c.Grace < 0:
 		return usagef("--grace %v: must not be negative", c.Grace)
+	case c.ConflictCode < 0 || c.ConflictCode > 255:
+		return usagef("-E %d: must be 0 to 255", c.ConflictCode)
+	}
+	if c.OwnerLabel != "" {
+		if err := checkLabel(c.OwnerLabel); err != nil {
+			return usagef("--owner-label: %v", err)
+		}
+	}
+	if c.NonBlock {
+		c.Wait = 0
 	}
 	return nil
 }
 
-// runLocked holds the lock on cfg.Key while the command argv runs, and returns an *exitError
-// with the exit status (nil for 0).
-func runLocked(ctx context.Context, s *streams, cfg runConfig, backend locker.Locker, argv []string) error {
+// checkLabel checks an owner label as locker.WithOwnerLabel does, for a usage error before
+// connecting.
+func checkLabel(label string) error {
+	switch {
+	case len(label) > locker.MaxLabelLen:
+		return fmt.Errorf("must be 1 to %d bytes, got %d", locker.MaxLabelLen, len(label))
+	case !utf8.ValidString(label):
+		return errors.New("not valid UTF-8")
+	case strings.ContainsFunc(label, unicode.IsControl):
+		return errors.New("has a control character")
+	}
+	return nil
+}
+
+// defaultLabel is the owner label of locker run: host/pid, cut to locker.MaxLabelLen.
+func defaultLabel() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" || checkLabel(host) != nil {
+		host = "unknown-host"
+	}
+	pid := "/" + strconv.Itoa(os.Getpid())
+	if len(host)+len(pid) > locker.MaxLabelLen {
+		host = host[:locker.MaxLabelLen-len(pid)]
+	}
+	return host + pid
+}
+
+// An interrupted is the cause of the end of the wait for the lock: signal sig arrived.
+type interrupted struct{ sig os.Signal }
+
+func (e *interrupted) Error() string { return "interrupted by " + signalName(e.sig) }
+
+// runLocked connects, holds the lock on cfg.Key while the command argv runs, and returns an
+// *exitError with the exit status (nil for 0).
+func runLocked(ctx context.Context, s *streams, cfg runConfig, cf *connFlags, argv []string) error {
+	// The signals are ours from the start: while waiting, they end the wait (130 for Ctrl-C);
+	// once the command runs, they are forwarded to it.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwardedSignals...)
+	defer signal.Stop(sigs)
+	wctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(nil)
+	stopWatch := make(chan struct{})
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		select {
+		case sig := <-sigs:
+			cancel(&interrupted{sig})
+		case <-stopWatch:
+		}
+	}()
+	endWait := func() error {
+		close(stopWatch)
+		<-watching
+		if in, ok := context.Cause(wctx).(*interrupted); ok {
+			return &exitError{128 + signalNumber(in.sig), fmt.Errorf("%v while waiting for lock %s", in, display.Key(cfg.Key))}
+		}
+		return nil
+	}
+
+	backend, err := cf.connect(wctx)
+	if err != nil {
+		if ierr := endWait(); ierr != nil {
+			return ierr
+		}
+		if _, ok := errors.AsType[*usageError](err); ok {
+			return err
+		}
+		return &exitError{exitUnavailable, err}
+	}
+	defer backend.close()
+	servers := serverIDs(cf)
+	inherited := inheritedHolds()
+	outer := findHold(inherited, servers, cfg.Key)
+
 	opts := []locker.Option{locker.WithTTL(cfg.TTL)}
 	if cfg.Fencing {
 		opts = append(opts, locker.WithFencing())
 	}
-	client := locker.New(backend, opts...)
+	label := cfg.OwnerLabel
+	if label == "" {
+		label = defaultLabel()
+	}
+	opts = append(opts, locker.WithOwnerLabel(label))
+	client := locker.New(backend.Locker, opts...)
 	defer client.Close()
-	lease, err := acquire(ctx, client, cfg)
+
+	if cfg.Verbose && outer == nil {
+		fmt.Fprintf(s.err, "locker run: getting lock %s\n", display.Key(cfg.Key))
+	}
+	start := time.Now()
+	lease, err := acquire(wctx, client, cfg, outer)
+	if ierr := endWait(); ierr != nil {
+		if err == nil {
+			_ = lease.Unlock()
+		}
+		return ierr
+	}
 	if err != nil {
 		return err
 	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwardedSignals...)
-	defer signal.Stop(sigs)
-	code, lost, err := supervise(s, cfg, lease, argv, sigs)
+	if cfg.Verbose {
+		fmt.Fprintf(s.err, "locker run: getting lock %s took %.6f seconds\n", display.Key(cfg.Key), time.Since(start).Seconds())
+		if outer != nil {
+			fmt.Fprintf(s.err, "locker run: re-entered the hold of an outer locker run (holds %d)\n", lease.Holds())
+		}
+		fmt.Fprintf(s.err, "locker run: executing %s\n", strings.Join(argv, " "))
+	}
+
+	env := os.Environ()
+	if cfg.Fencing {
+		env = setEnv(env, tokenEnv, strconv.FormatUint(lease.Token(), 10))
+	}
+	if !cfg.Close && outer == nil {
+		holds := append(inherited, heldLock{Servers: servers, Key: cfg.Key, Owner: lease.Owner()})
+		if b, err := json.Marshal(holds); err == nil {
+			env = setEnv(env, holdsEnv, string(b))
+		}
+	}
+	code, lost, err := runCommandLocked(s, cfg, lease, argv, env, sigs)
 	if lost {
-		// supervise said so when it happened. No Unlock: the hold is gone, or Redis is out of
-		// reach and the lease runs out by itself.
+		// runCommandLocked said so when it happened. No Unlock: the hold is gone, or Redis is out
+		// of reach and the lease runs out by itself.
 		return &exitError{exitLockLost, nil}
 	}
 	switch uerr := lease.Unlock(); {
 	case errors.Is(uerr, locker.ErrNotHeld):
-		return &exitError{exitLockLost, fmt.Errorf("lock %s was lost while the command ran, unnoticed until it exited (status %d): %w", cfg.Key, code, uerr)}
+		return &exitError{exitLockLost, fmt.Errorf("lock %s was lost while the command ran, unnoticed until it exited (status %d): %s", display.Key(cfg.Key), code, errorText(uerr))}
 	case uerr != nil:
-		fmt.Fprintf(s.err, "locker run: %v (the lock expires after --ttl %v)\n", uerr, cfg.TTL)
+		fmt.Fprintf(s.err, "locker run: %s (the lock expires after --ttl %v)\n", errorText(uerr), cfg.TTL)
 	}
 	if err != nil || code != 0 {
 		return &exitError{code, err}
@@ -124,88 +384,176 @@ func runLocked(ctx context.Context, s *streams, cfg runConfig, backend locker.Lo
 	return nil
 }
 
-// acquire takes the lock, waiting as cfg.Wait says. A refusal is an *exitError with
-// exitNotObtained.
-func acquire(ctx context.Context, client *locker.Client, cfg runConfig) (*locker.Lease, error) {
+// acquire takes the lock, waiting as cfg.Wait says, or re-enters the outer hold. A refusal is
+// an *exitError with cfg.ConflictCode, and a message only with -v, as flock(1) does.
+func acquire(ctx context.Context, client *locker.Client, cfg runConfig, outer *heldLock) (*locker.Lease, error) {
 	var (
 		lease *locker.Lease
 		err   error
 	)
 	switch {
+	case outer != nil:
+		lease, err = client.TryLock(ctx, cfg.Key, locker.WithHeldOwner(outer.Owner))
+		if errors.Is(err, locker.ErrLockLost) {
+			return nil, &exitError{exitLockLost, fmt.Errorf("the hold of the outer locker run on %s is gone: %s", display.Key(cfg.Key), errorText(err))}
+		}
 	case cfg.Wait == 0:
 		lease, err = client.TryLock(ctx, cfg.Key)
 	case cfg.Wait > 0:
-		wctx, cancel := context.WithTimeout(ctx, cfg.Wait)
+		tctx, cancel := context.WithTimeout(ctx, cfg.Wait)
 		defer cancel()
-		lease, err = client.Lock(wctx, cfg.Key)
+		lease, err = client.Lock(tctx, cfg.Key)
 	default:
 		lease, err = client.Lock(ctx, cfg.Key)
 	}
 	if nerr, ok := errors.AsType[*locker.NotObtainedError](err); ok && ctx.Err() == nil {
-		return nil, &exitError{exitNotObtained, fmt.Errorf("lock %s not obtained within --wait %v: held by another owner, lease %v left", cfg.Key, cfg.Wait, nerr.TTL)}
+		var msg error
+		if cfg.Verbose {
+			left := ""
+			if nerr.TTL > 0 {
+				left = fmt.Sprintf(" (lease %v left)", nerr.TTL.Round(time.Millisecond))
+			}
+			within := ""
+			if cfg.Wait > 0 {
+				within = " within " + cfg.Wait.String()
+			}
+			msg = fmt.Errorf("lock %s not obtained%s: held by another owner%s", display.Key(cfg.Key), within, left)
+		}
+		return nil, &exitError{cfg.ConflictCode, msg}
 	}
-	if err != nil {
-		return nil, err
+	switch {
+	case err == nil:
+		return lease, nil
+	case errors.Is(err, locker.ErrInvalid):
+		return nil, usagef("%s", errorText(err))
+	case errors.Is(err, locker.ErrNotALock):
+		return nil, &exitError{exitUnavailable, fmt.Errorf("key %s is not a lock: it holds another kind of value, left as it is", display.Key(cfg.Key))}
 	}
-	// The lease's context derives from the ctx of the Lock, which ends at --wait and at an
-	// interrupt; the command's must not. Re-enter through a context that keeps the ownership
-	// but not the cancellation, keep that hold and release the first.
-	held, err := client.Lock(context.WithoutCancel(lease.Context()), cfg.Key)
-	uerr := lease.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	if uerr != nil {
-		_ = held.Unlock()
-		return nil, uerr
-	}
-	return held, nil
+	return nil, &exitError{exitUnavailable, err}
 }
 
-// supervise runs argv while lease is held: it forwards sigs to the command and terminates the
-// command when the lease ends. It returns the command's exit status, whether the lease was lost,
-// and an error when the command could not be started (with status 126 or 127).
-func supervise(s *streams, cfg runConfig, lease *locker.Lease, argv []string, sigs <-chan os.Signal) (code int, lost bool, err error) {
+// holdsEnv is the environment variable through which locker run passes its holds to the
+// command, so that a nested locker run on the same key and servers re-enters the hold: a JSON
+// list of heldLock. It holds owner tokens (secrets: whoever has one can release that lock), and
+// never a password.
+const holdsEnv = "LOCKER_HOLDS"
+
+// A heldLock is one hold of an outer locker run, as passed in holdsEnv.
+type heldLock struct {
+	Servers []string `json:"servers"` // serverIDs of the outer run
+	Key     string   `json:"key"`
+	Owner   string   `json:"owner"` // the owner token, for locker.WithHeldOwner
+}
+
+// inheritedHolds returns the holds passed by outer locker runs; none when holdsEnv is unset or
+// not valid.
+func inheritedHolds() []heldLock {
+	var holds []heldLock
+	if raw := os.Getenv(holdsEnv); raw != "" {
+		if json.Unmarshal([]byte(raw), &holds) != nil {
+			return nil
+		}
+	}
+	return holds
+}
+
+// findHold returns the hold of holds on key at servers, or nil.
+func findHold(holds []heldLock, servers []string, key string) *heldLock {
+	for i, h := range holds {
+		if h.Key == key && h.Owner != "" && slices.Equal(h.Servers, servers) {
+			return &holds[i]
+		}
+	}
+	return nil
+}
+
+// serverIDs identifies the servers of cf, whatever the driver: each URL without credentials or
+// options, with the default port and database made explicit ("redis://host:6379/0"), sorted.
+func serverIDs(cf *connFlags) []string {
+	raws := []string(cf.urls)
+	if len(raws) == 0 {
+		raws = []string{os.Getenv(redisEnv)}
+	}
+	ids := make([]string, 0, len(raws))
+	for _, raw := range raws {
+		u, err := url.Parse(raw)
+		if err != nil {
+			continue // connect refused it already
+		}
+		host, port := strings.ToLower(u.Hostname()), u.Port()
+		if port == "" {
+			port = "6379"
+		}
+		db := strings.Trim(u.Path, "/")
+		if db == "" {
+			db = "0"
+		}
+		if n, err := strconv.Atoi(db); err == nil {
+			db = strconv.Itoa(n)
+		}
+		ids = append(ids, strings.ToLower(u.Scheme)+"://"+joinHostPort(host, port)+"/"+db)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// joinHostPort is net.JoinHostPort: host:port, with brackets around an IPv6 host.
+func joinHostPort(host, port string) string {
+	if strings.Contains(host, ":") {
+		return "[" + host + "]:" + port
+	}
+	return host + ":" + port
+}
+
+// setEnv returns env with name set to value (replacing an earlier setting).
+func setEnv(env []string, name, value string) []string {
+	env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, name+"=") })
+	return append(env, name+"="+value)
+}
+
+// runCommandLocked runs argv with env while lease is held: it forwards sigs to the command and
+// ends the command's tree when the lease ends. It returns the command's exit status, whether the
+// lease was lost, and an error when the command could not be run.
+func runCommandLocked(s *streams, cfg runConfig, lease *locker.Lease, argv, env []string, sigs <-chan os.Signal) (code int, lost bool, err error) {
 	if lease.Context().Err() != nil {
-		fmt.Fprintf(s.err, "locker: lock %s lost before the command started\n", cfg.Key)
+		fmt.Fprintf(s.err, "locker run: lock %s lost before the command started\n", display.Key(cfg.Key))
 		return 0, true, nil
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.in, s.out, s.err
-	if cfg.Fencing {
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", tokenEnv, lease.Token()))
+	cmd, err := startCommand(s, cfg, argv, env)
+	if err != nil {
+		return startFailure(err), false, err
 	}
-	if err := cmd.Start(); err != nil {
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			return exitNotFound, false, err
-		}
-		return exitCannotRun, false, err
+	type result struct {
+		code int
+		err  error
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-
+	done := make(chan result, 1)
+	go func() {
+		code, err := cmd.Wait()
+		done <- result{code, err}
+	}()
 	ended := lease.Context().Done()
-	var kill <-chan time.Time
 	for {
 		select {
 		case sig := <-sigs:
-			_ = cmd.Process.Signal(sig)
+			cmd.Signal(sig)
 		case <-ended:
 			ended, lost = nil, true
-			fmt.Fprintf(s.err, "locker: lock %s lost; terminating the command (SIGTERM, then SIGKILL after %v)\n", cfg.Key, cfg.Grace)
-			_ = terminate(cmd.Process)
-			t := time.NewTimer(cfg.Grace)
-			defer t.Stop()
-			kill = t.C
-		case <-kill:
-			kill = nil
-			fmt.Fprintf(s.err, "locker: the command did not exit within %v of SIGTERM; sending SIGKILL\n", cfg.Grace)
-			_ = cmd.Process.Kill()
-		case werr := <-done:
-			if cmd.ProcessState == nil {
-				return 1, lost, werr
-			}
-			return exitStatus(cmd.ProcessState), lost, nil
+			fmt.Fprintf(s.err, "locker run: lock %s lost; terminating the command (SIGTERM, then SIGKILL after %v)\n", display.Key(cfg.Key), cfg.Grace)
+			cmd.Terminate(cfg.Grace)
+		case r := <-done:
+			return r.code, lost, r.err
 		}
 	}
+}
+
+// A runningCommand is the command that locker run started, directly or through the supervisor.
+type runningCommand interface {
+	// Signal forwards sig to the command.
+	Signal(sig os.Signal)
+	// Terminate ends the command and its descendants: SIGTERM, then SIGKILL after grace.
+	Terminate(grace time.Duration)
+	// Wait waits until the command (and, with the supervisor, its descendants) has exited, and
+	// returns its exit status as a shell reports it, and an error to print, if any.
+	Wait() (int, error)
 }

@@ -4,12 +4,28 @@ package main
 
 import "os"
 
-// forwardedSignals are the signals locker run passes on to its command; outside Unix, only the
-// interrupt (which os.Process.Signal cannot send there, so in effect none).
+// forwardedSignals are the signals locker run handles; outside Unix, only the interrupt (which
+// ends the wait for the lock; os.Process.Signal cannot send it to the command there).
 var forwardedSignals = []os.Signal{os.Interrupt}
 
-// terminate ends p: outside Unix there is no SIGTERM to ask with, so it kills at once.
-func terminate(p *os.Process) error { return p.Kill() }
-
-// exitStatus is the exit status of a command.
+// exitStatus is the exit status of a process.
 func exitStatus(ps *os.ProcessState) int { return ps.ExitCode() }
+
+// signalNumber is the number of sig as on Unix: 2 for the interrupt, the only signal here.
+func signalNumber(sig os.Signal) int {
+	if sig == os.Interrupt {
+		return 2
+	}
+	return 0
+}
+
+// signalName is the name of sig: "SIGINT" for the interrupt.
+func signalName(sig os.Signal) string {
+	if sig == os.Interrupt {
+		return "SIGINT"
+	}
+	return sig.String()
+}
+
+// shellCommand is the command line that runs line through the shell, for -c: cmd.exe /C.
+func shellCommand(line string) []string { return []string{"cmd.exe", "/C", line} }

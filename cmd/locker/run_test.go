@@ -203,6 +203,8 @@ func TestRunHoldsTheLock(t *testing.T) {
 	}
 }
 
+// A held key: -n and -w give up with the conflict code (1, or -E), silently as flock(1) does
+// unless -v.
 func TestRunNotObtained(t *testing.T) {
 	t.Parallel()
 	url := startMiniredis(t)
@@ -212,19 +214,37 @@ func TestRunNotObtained(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lease.Unlock()
-	for _, wait := range []string{"0s", "200ms"} {
+	for _, tc := range []struct {
+		flags  []string
+		code   int
+		min    time.Duration // the least time before giving up
+		stderr string        // "" for none
+	}{
+		{flags: []string{"-n"}, code: 1},
+		{flags: []string{"--nb", "-E", "3"}, code: 3},
+		{flags: []string{"-w", "0"}, code: 1},
+		{flags: []string{"-w", "0.5"}, code: 1, min: 500 * time.Millisecond},
+		{flags: []string{"--wait=300ms", "-E", "75"}, code: 75, min: 300 * time.Millisecond},
+		{flags: []string{"-n", "-v"}, code: 1, stderr: `locker run: lock "job" not obtained: held by another owner (lease `},
+		{flags: []string{"-v", "-w", "0.2"}, code: 1, min: 200 * time.Millisecond, stderr: `locker run: lock "job" not obtained within 200ms: held by another owner`},
+	} {
 		tio := newIO("", false)
 		start := time.Now()
-		tio.exec(t, exitNotObtained, runArgs(url, "job", []string{"--wait", wait}, child("signals"))...)
-		if want := "lock job not obtained within --wait " + wait + ": held by another owner"; !strings.Contains(tio.stderr.String(), want) {
-			t.Errorf("--wait %s: stderr lacks %q:\n%s", wait, want, tio.stderr)
+		tio.exec(t, tc.code, append(append([]string{"run", "--redis", url}, tc.flags...), append([]string{"job"}, child("signals")...)...)...)
+		d := time.Since(start)
+		switch {
+		case tc.stderr == "" && tio.stderr.String() != "":
+			t.Errorf("%q: stderr (want none, as flock):\n%s", tc.flags, tio.stderr)
+		case !strings.Contains(tio.stderr.String(), tc.stderr):
+			t.Errorf("%q: stderr lacks %q:\n%s", tc.flags, tc.stderr, tio.stderr)
 		}
 		if tio.stdout.String() != "" {
-			t.Errorf("--wait %s: the command ran: %s", wait, tio.stdout)
+			t.Errorf("%q: the command ran: %s", tc.flags, tio.stdout)
 		}
-		if d, min := time.Since(start), map[string]time.Duration{"0s": 0, "200ms": 200 * time.Millisecond}[wait]; d < min {
-			t.Errorf("--wait %s: gave up after %v", wait, d)
+		if d < tc.min {
+			t.Errorf("%q: gave up after %v, want at least %v", tc.flags, d, tc.min)
 		}
+		t.Logf("%q: exit %d after %v", tc.flags, tc.code, d)
 	}
 }
 
@@ -259,7 +279,7 @@ func TestRunLockLost(t *testing.T) {
 	if c := exitCode(t, code); c != exitLockLost {
 		t.Fatalf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", c, exitLockLost, tio.stdout, tio.stderr)
 	}
-	if want := "locker: lock job lost; terminating the command"; !strings.Contains(tio.stderr.String(), want) {
+	if want := `locker run: lock "job" lost; terminating the command`; !strings.Contains(tio.stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, tio.stderr)
 	}
 	if want := "got terminated"; !strings.Contains(tio.stdout.String(), want) {
@@ -288,7 +308,7 @@ func TestRunLockLostUnnoticed(t *testing.T) {
 	if c := exitCode(t, code); c != exitLockLost {
 		t.Fatalf("exit code %d, want %d\nstderr:\n%s", c, exitLockLost, tio.stderr)
 	}
-	if want := "lock job was lost while the command ran, unnoticed until it exited (status 143)"; !strings.Contains(tio.stderr.String(), want) {
+	if want := `lock "job" was lost while the command ran, unnoticed until it exited (status 143)`; !strings.Contains(tio.stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, tio.stderr)
 	}
 }
@@ -306,7 +326,7 @@ func TestRunServerGone(t *testing.T) {
 	if c := exitCode(t, code); c != exitLockLost {
 		t.Fatalf("exit code %d, want %d\nstderr:\n%s", c, exitLockLost, tio.stderr)
 	}
-	if want := "locker: lock job lost; terminating the command"; !strings.Contains(tio.stderr.String(), want) {
+	if want := `locker run: lock "job" lost; terminating the command`; !strings.Contains(tio.stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, tio.stderr)
 	}
 	if d := time.Since(start); d < 300*time.Millisecond {
@@ -329,8 +349,8 @@ func TestRunLockLostKill(t *testing.T) {
 		t.Fatalf("exit code %d, want %d\nstderr:\n%s", c, exitLockLost, tio.stderr)
 	}
 	for _, want := range []string{
-		"locker: lock job lost; terminating the command",
-		"did not exit within 200ms of SIGTERM; sending SIGKILL",
+		`locker run: lock "job" lost; terminating the command`,
+		"locker run: the command did not exit within 200ms of SIGTERM; sending SIGKILL",
 	} {
 		if !strings.Contains(tio.stderr.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, tio.stderr)

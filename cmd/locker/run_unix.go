@@ -7,16 +7,41 @@ import (
 	"syscall"
 )
 
-// forwardedSignals are the signals locker run passes on to its command.
+// forwardedSignals are the signals locker run passes on to its command (and that end the wait
+// for the lock, with exit status 128+N).
 var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
-// terminate asks p to exit.
-func terminate(p *os.Process) error { return p.Signal(syscall.SIGTERM) }
-
-// exitStatus is the exit status of a command as a shell reports it: 128+N when signal N killed it.
+// exitStatus is the exit status of a process as a shell reports it: 128+N when signal N killed
+// it.
 func exitStatus(ps *os.ProcessState) int {
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		return 128 + int(ws.Signal())
 	}
 	return ps.ExitCode()
 }
+
+// signalNumber is sig's number (SIGINT: 2), or 0 for a signal that is not a syscall.Signal.
+func signalNumber(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return int(s)
+	}
+	return 0
+}
+
+// signalName is the name of sig as kill -l gives it, with "SIG": "SIGINT".
+func signalName(sig os.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
+	}
+	return sig.String()
+}
+
+// shellCommand is the command line that runs line through the shell, for -c.
+func shellCommand(line string) []string { return []string{"/bin/sh", "-c", line} }
