@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/internal/redistest"
 )
 
@@ -41,9 +42,24 @@ func TestMain(m *testing.M) {
 //	              "got SIGNAL" and dies of that signal
 //	ignore-term   ignores SIGTERM, prints "ready PID" and sleeps until killed
 //	env NAME      prints the value of the environment variable NAME
+//	holds URL KEY prints "holds N" (0 when KEY is free) as the server at URL sees it
 //	locker ARGS   is the locker command, with this process's stdio and signals
 func helper(args []string) int {
 	switch {
+	case len(args) == 3 && args[0] == "holds":
+		cn, err := (&connFlags{urls: urlList{args[1]}, driver: "goredis"}).connect(context.Background())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 97
+		}
+		defer cn.close()
+		st, err := locker.New(cn.Locker).Inspect(context.Background(), args[2])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 97
+		}
+		fmt.Printf("holds %d\n", st.Holds)
+		return 0
 	case len(args) == 2 && args[0] == "exit":
 		n, _ := strconv.Atoi(args[1])
 		return n
