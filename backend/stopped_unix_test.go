@@ -44,10 +44,17 @@ func TestStoppedServer(t *testing.T) {
 				t.Fatalf("TryLock with a 300ms ctx took %v on a stopped server", took)
 			}
 
+			// The watchdog's timer and this one may both run late on a loaded machine: the
+			// Client decided in time if the context ends within a slack after the expiry (the
+			// exact bound is checked in synctest by the conformance suite).
+			const slack = 250 * time.Millisecond
 			select {
 			case <-l.Context().Done():
-			case <-time.After(time.Until(acquired.Add(ttl))):
-				t.Fatal("the lease context was still live when the lease may have expired")
+			case <-time.After(time.Until(acquired.Add(ttl + slack))):
+				t.Fatalf("the lease context was still live %v after the lease may have expired", slack)
+			}
+			if late := time.Since(acquired.Add(ttl)); late > 0 {
+				t.Logf("the lease context ended %v after the lease may have expired (scheduling on a loaded machine)", late.Round(time.Millisecond))
 			}
 			if cause := context.Cause(l.Context()); !errors.Is(cause, locker.ErrLockLost) {
 				t.Fatalf("cause %v, want ErrLockLost", cause)

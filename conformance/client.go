@@ -276,18 +276,34 @@ func endTime(l *locker.Lease) func() (time.Time, bool) {
 	}
 }
 
-// endsLost fails the test unless l's context ends by deadline with cause ErrLockLost.
+// endsLost fails the test unless l's context ends by deadline (in real time: by deadline and
+// schedulingSlack) with cause ErrLockLost.
 func endsLost(e *env, l *locker.Lease, deadline time.Time, late string) {
 	e.t.Helper()
 	select {
 	case <-l.Context().Done():
 	case <-time.After(time.Until(deadline)):
-		e.t.Fatal(late)
+		// In a synctest bubble time is exact, so the deadline is the bound. In real time the
+		// watchdog's timer, like this one, may run late on a loaded machine; the Client decided
+		// in time if the context ends within schedulingSlack (which the bubble runs check).
+		if e.sync {
+			e.t.Fatal(late)
+		}
+		select {
+		case <-l.Context().Done():
+			e.t.Logf("the lease context ended %v after the deadline (scheduling on a loaded machine)", time.Since(deadline).Round(time.Millisecond))
+		case <-time.After(schedulingSlack):
+			e.t.Fatalf("%s (and for %v after)", late, schedulingSlack)
+		}
 	}
 	if cause := context.Cause(l.Context()); !errors.Is(cause, locker.ErrLockLost) {
 		e.t.Fatalf("the lease context's cause is %v, want ErrLockLost", cause)
 	}
 }
+
+// schedulingSlack is how late a real-time run lets a timer be on a loaded machine (two
+// race-enabled test runs at once on 2 cores); the runs log how late they saw it.
+const schedulingSlack = 250 * time.Millisecond
 
 // When the watchdog finds the hold gone, the lease context ends with ErrLockLost, and Unlock
 // reports ErrNotHeld.
