@@ -11,15 +11,6 @@ import (
 // for the lock, with exit status 128+N).
 var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
-// exitStatus is the exit status of a process as a shell reports it: 128+N when signal N killed
-// it.
-func exitStatus(ps *os.ProcessState) int {
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
-}
-
 // signalNumber is sig's number (SIGINT: 2), or 0 for a signal that is not a syscall.Signal.
 func signalNumber(sig os.Signal) int {
 	if s, ok := sig.(syscall.Signal); ok {
