@@ -112,27 +112,24 @@ func (c *runConfig) define(fs *flag.FlagSet) {
 	fs.DurationVar(&c.TTL, "ttl", c.TTL, "lease length; renewed every ttl/3, so a crashed holder blocks others for at most about ttl")
 	wait := (*waitValue)(&c.Wait)
 	fs.Var(wait, "w", "wait at most `seconds` for the lock (0.5, 60, or a Go duration: 1m30s); 0 is -n. Default: as long as it takes")
-	fs.Var(wait, "wait", "same as -w")
-	fs.Var(wait, "timeout", "same as -w")
-	for _, name := range []string{"n", "nonblock", "nb"} {
-		fs.BoolVar(&c.NonBlock, name, false, "fail at once if the lock is held (flock's -n)")
-	}
-	for _, name := range []string{"E", "conflict-exit-code"} {
-		fs.IntVar(&c.ConflictCode, name, c.ConflictCode, "exit `code` when the lock is not obtained (-n, -w), 0 to 255")
-	}
+	fs.Var(wait, "wait", "same as -w: wait at most `seconds`")
+	fs.Var(wait, "timeout", "same as -w: wait at most `seconds`")
+	fs.BoolVar(&c.NonBlock, "n", false, "fail at once if the lock is held")
+	fs.BoolVar(&c.NonBlock, "nonblock", false, "same as -n")
+	fs.BoolVar(&c.NonBlock, "nb", false, "same as -n")
+	fs.IntVar(&c.ConflictCode, "E", c.ConflictCode, "exit `code` when the lock is not obtained (-n, -w), 0 to 255")
+	fs.IntVar(&c.ConflictCode, "conflict-exit-code", c.ConflictCode, "same as -E: exit `code` when not obtained")
 	shell := &shellValue{c}
 	fs.Var(shell, "c", "run the `command` line through /bin/sh -c")
-	fs.Var(shell, "command", "same as -c")
-	for _, name := range []string{"v", "verbose"} {
-		fs.BoolVar(&c.Verbose, name, false, "say on stderr how long the wait for the lock took, and what runs")
-	}
+	fs.Var(shell, "command", "same as -c: run the `command` line through /bin/sh -c")
+	fs.BoolVar(&c.Verbose, "v", false, "say on stderr how long getting the lock took, and what runs")
+	fs.BoolVar(&c.Verbose, "verbose", false, "same as -v")
 	var exclusive bool
-	for _, name := range []string{"x", "exclusive", "e"} {
-		fs.BoolVar(&exclusive, name, false, "accepted for flock(1); the lock is always exclusive")
-	}
-	for _, name := range []string{"o", "close"} {
-		fs.BoolVar(&c.Close, name, false, "do not pass the hold to the command: a nested locker run on the key waits for it")
-	}
+	fs.BoolVar(&exclusive, "x", false, "accepted for flock(1): the lock is always exclusive")
+	fs.BoolVar(&exclusive, "e", false, "same as -x")
+	fs.BoolVar(&exclusive, "exclusive", false, "same as -x")
+	fs.BoolVar(&c.Close, "o", false, "do not pass the hold to the command: a nested locker run on the key waits for it")
+	fs.BoolVar(&c.Close, "close", false, "same as -o")
 	fs.DurationVar(&c.Grace, "grace", c.Grace, "how long the command's processes have between SIGTERM and SIGKILL when they are ended")
 	fs.BoolVar(&c.Fencing, "fencing", false, "take a fencing token and pass it to the command as $"+tokenEnv+" (keeps a counter key per lock key on the server)")
 	fs.StringVar(&c.OwnerLabel, "owner-label", "", "label the owner token with `text`, for locker inspect (default host/pid)")
@@ -141,8 +138,10 @@ func (c *runConfig) define(fs *flag.FlagSet) {
 // waitValue is the value of -w: seconds as flock(1) takes them (fractions too), or a Go duration.
 type waitValue time.Duration
 
+// String is "" for the zero value (0, which flag's help takes for the default) and for waiting
+// as long as it takes.
 func (w *waitValue) String() string {
-	if w == nil || time.Duration(*w) < 0 {
+	if w == nil || time.Duration(*w) <= 0 {
 		return ""
 	}
 	return time.Duration(*w).String()

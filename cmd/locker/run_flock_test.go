@@ -150,7 +150,7 @@ func TestRunInterruptedWhileWaiting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lease.Unlock()
+	t.Cleanup(func() { lease.Unlock() }) // after the parallel subtests, unlike a defer
 	for _, tc := range []struct {
 		sig  syscall.Signal
 		name string
