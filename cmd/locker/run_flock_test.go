@@ -102,7 +102,16 @@ func TestRunWaitsUntilReleased(t *testing.T) {
 // not inherit the hold.
 func TestRunNested(t *testing.T) {
 	t.Parallel()
-	url := startMiniredis(t)
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			t.Parallel()
+			runNested(t, srv.start(t))
+		})
+	}
+}
+
+// runNested is TestRunNested on the server at url.
+func runNested(t *testing.T, url string) {
 	bin := os.Args[0]
 	inner := bin + " " + helperArg + " locker run -n --redis " + url + " job -- " + bin + " " + helperArg + " holds " + url + " job"
 	script := inner + "; echo inner $?; " + bin + " " + helperArg + " holds " + url + " job"
@@ -183,7 +192,16 @@ func TestRunInterruptedWhileWaiting(t *testing.T) {
 // run.
 func TestRunNotALock(t *testing.T) {
 	t.Parallel()
-	url := startMiniredis(t)
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			t.Parallel()
+			runNotALock(t, srv.start(t))
+		})
+	}
+}
+
+// runNotALock is TestRunNotALock on the server at url.
+func runNotALock(t *testing.T, url string) {
 	opt, err := redis.ParseURL(url)
 	if err != nil {
 		t.Fatal(err)
