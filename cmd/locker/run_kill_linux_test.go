@@ -186,7 +186,7 @@ func TestRunEndsLeftovers(t *testing.T) {
 	if left := alive(pids); len(left) > 0 {
 		t.Errorf("after locker run returned, %v still run", left)
 	}
-	if want := "locker run: the command exited, leaving 1 processes; ending them before the lock is released"; !strings.Contains(tio.stderr.String(), want) {
+	if want := "locker run: the command exited, leaving 1 process; ending them before the lock is released"; !strings.Contains(tio.stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, tio.stderr)
 	}
 

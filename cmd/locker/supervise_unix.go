@@ -242,7 +242,11 @@ func (sv *supervisor) loop(lines <-chan string, children <-chan reaped) int {
 			sv.exited, sv.status = true, statusOf(c.status)
 			if sv.kill == nil {
 				if left := descendants(); len(left) > 0 {
-					fmt.Fprintf(os.Stderr, "locker run: the command exited, leaving %d processes; ending them before the lock is released (SIGTERM, then SIGKILL after %v)\n", len(left), sv.grace)
+					what := fmt.Sprintf("%d processes", len(left))
+					if len(left) == 1 {
+						what = "1 process"
+					}
+					fmt.Fprintf(os.Stderr, "locker run: the command exited, leaving %s; ending them before the lock is released (SIGTERM, then SIGKILL after %v)\n", what, sv.grace)
 					sv.signalTree(syscall.SIGTERM)
 					killC = sv.armKill(sv.grace, fmt.Sprintf("locker run: the command's processes did not exit within %v of SIGTERM; sending SIGKILL", sv.grace))
 				}
