@@ -33,6 +33,7 @@ const (
 // defaultConflictCode is the exit code when the lock is not obtained (-n, -w): 1, as flock's.
 const defaultConflictCode = 1
 
+// runCommand is "locker run": flock(1) across machines (see docs/locker-run.md).
 var runCommand = command{
 	name:    "run",
 	summary: "run a command while holding a lock: flock(1) across machines",
@@ -147,6 +148,7 @@ func (w *waitValue) String() string {
 	return time.Duration(*w).String()
 }
 
+// Set parses s with parseWait.
 func (w *waitValue) Set(s string) error {
 	d, err := parseWait(s)
 	if err != nil {
@@ -177,6 +179,7 @@ func parseWait(s string) (time.Duration, error) {
 // shellValue is the value of -c.
 type shellValue struct{ c *runConfig }
 
+// String is the command line given to -c.
 func (v *shellValue) String() string {
 	if v == nil || v.c == nil {
 		return ""
@@ -184,6 +187,7 @@ func (v *shellValue) String() string {
 	return v.c.Shell
 }
 
+// Set records the command line of -c.
 func (v *shellValue) Set(s string) error {
 	v.c.Shell, v.c.ShellSet = s, true
 	return nil
@@ -275,6 +279,7 @@ func defaultLabel() string {
 // An interrupted is the cause of the end of the wait for the lock: signal sig arrived.
 type interrupted struct{ sig os.Signal }
 
+// Error is "interrupted by SIGINT".
 func (e *interrupted) Error() string { return "interrupted by " + signalName(e.sig) }
 
 // runLocked connects, holds the lock on cfg.Key while the command argv runs, and returns an

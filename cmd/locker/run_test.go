@@ -23,6 +23,7 @@ import (
 // test run: the child of locker run, or locker itself (see helper).
 const helperArg = "locker-test-helper"
 
+// TestMain runs the helper processes (see helper), or the tests.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == helperArg {
 		os.Exit(helper(os.Args[2:]))
@@ -148,6 +149,7 @@ func exitCode(t *testing.T, code <-chan int) int {
 	}
 }
 
+// locker run exits with the command's status, and frees the key.
 func TestRunExitStatus(t *testing.T) {
 	t.Parallel()
 	url := startMiniredis(t)
@@ -185,6 +187,7 @@ func TestRunFencingToken(t *testing.T) {
 	}
 }
 
+// The lock is held, and renewed, while the command runs, and released after.
 func TestRunHoldsTheLock(t *testing.T) {
 	t.Parallel()
 	url := startMiniredis(t)
@@ -264,6 +267,7 @@ func TestRunNotObtained(t *testing.T) {
 	}
 }
 
+// A command that does not exist: 127, and the key is free.
 func TestRunCommandNotFound(t *testing.T) {
 	t.Parallel()
 	url := startMiniredis(t)
