@@ -63,7 +63,7 @@ const treeScript = `sleep 300 & echo "pids $$ $!"; exec sleep 300`
 // its command runs a process tree; the whole tree is gone before the lease can expire (2/3 of the
 // TTL after the last renewal, at worst), and a second locker run on the key gets the lock only
 // after that. A real redis-server, since the lease expiry is Redis's. In the second case the
-// tree ignores SIGTERM, and the supervisor's SIGKILL after --ttl/3 (1s) ends it.
+// tree ignores SIGTERM, and the supervisor's SIGKILL after --ttl/3 ends it.
 func TestRunKilledEndsTree(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartServer(t)
@@ -81,7 +81,9 @@ func TestRunKilledEndsTree(t *testing.T) {
 
 // killedRunEndsTree is a case of TestRunKilledEndsTree, on the key.
 func killedRunEndsTree(t *testing.T, url, key, script string) {
-	const ttl = 3 * time.Second
+	// A lease of 6s: the SIGKILL after ttl/3 (2s) comes 2s before the lease can expire, a wide margin
+	// on a loaded machine.
+	const ttl = 6 * time.Second
 	first, stdout, stderr, exited := lockerProcess(t, nil, "run", "--redis", url, "--ttl", ttl.String(), key, "-c", script)
 	pids := pidsLine(t, stdout)
 	tree := descendantsOf(first.Process.Pid) // the supervisor, the command, its background sleep
