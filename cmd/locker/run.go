@@ -276,6 +276,20 @@ func defaultLabel() string {
 	return host + pid
 }
 
+// handledSignals are the forwardedSignals that locker run was not started with ignored. An
+// ignored one stays ignored, by locker run, its supervisor and the command, which inherits it:
+// under nohup, a hangup neither ends the wait nor reaches the command, as it would without locker
+// run.
+func handledSignals() []os.Signal {
+	var out []os.Signal
+	for _, sig := range forwardedSignals {
+		if !signal.Ignored(sig) {
+			out = append(out, sig)
+		}
+	}
+	return out
+}
+
 // An interrupted is the cause of the end of the wait for the lock: signal sig arrived.
 type interrupted struct{ sig os.Signal }
 
@@ -288,8 +302,10 @@ func runLocked(ctx context.Context, s *streams, cfg runConfig, cf *connFlags, ar
 	// The signals are ours from the start: while waiting, they end the wait (130 for Ctrl-C);
 	// once the command runs, they are forwarded to it.
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwardedSignals...)
-	defer signal.Stop(sigs)
+	if handled := handledSignals(); len(handled) > 0 {
+		signal.Notify(sigs, handled...)
+		defer signal.Stop(sigs)
+	}
 	wctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
 	stopWatch := make(chan struct{})

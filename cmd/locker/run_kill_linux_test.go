@@ -206,3 +206,20 @@ func TestRunEndsLeftovers(t *testing.T) {
 		t.Errorf("after the lock was lost, %v still run", left)
 	}
 }
+
+// A signal that locker run was started with ignored (nohup) stays ignored, for the command too.
+func TestRunKeepsIgnoredSignals(t *testing.T) {
+	t.Parallel()
+	url := startMiniredis(t)
+	tio := newIO("", false)
+	tio.exec(t, 0, "run", "--redis", url, "job", "--", "/bin/sh", "-c",
+		`trap "" HUP; exec "$0" `+helperArg+` locker run --redis `+url+` job2 -c 'grep SigIgn /proc/$$/status'`, os.Args[0])
+	_, mask, ok := strings.Cut(strings.TrimSpace(tio.stdout.String()), "\t")
+	ignored, err := strconv.ParseUint(mask, 16, 64)
+	if !ok || err != nil {
+		t.Fatalf("stdout %q, want the command's SigIgn line\nstderr:\n%s", tio.stdout, tio.stderr)
+	}
+	if hup := uint64(1) << (syscall.SIGHUP - 1); ignored&hup == 0 {
+		t.Errorf("the command's ignored signals %#x lack SIGHUP, which locker run was started with ignored", ignored)
+	}
+}

@@ -8,8 +8,14 @@ import (
 )
 
 // supervisorPath is the binary to start as the supervisor: this one, through /proc/self/exe,
-// which works even if the file was replaced or removed since.
-func supervisorPath() (string, error) { return "/proc/self/exe", nil }
+// which works even if the file was replaced or removed since; without /proc, its path.
+func supervisorPath() (string, error) {
+	const self = "/proc/self/exe"
+	if _, err := os.Stat(self); err != nil {
+		return os.Executable()
+	}
+	return self, nil
+}
 
 // prSetChildSubreaper is PR_SET_CHILD_SUBREAPER of prctl(2).
 const prSetChildSubreaper = 36

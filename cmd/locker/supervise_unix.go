@@ -131,9 +131,12 @@ func superviseMain() int {
 		fmt.Fprintf(os.Stderr, "locker run: supervisor: %v\n", err)
 	}
 	// The signals of a terminal reach the whole process group, the supervisor too: it lets
-	// locker run decide (which forwards them), and must not die of them.
+	// locker run decide (which forwards them), and must not die of them. Those ignored from the
+	// start (nohup) stay ignored, so that the command inherits that.
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwardedSignals...)
+	if handled := handledSignals(); len(handled) > 0 {
+		signal.Notify(sigs, handled...)
+	}
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
