@@ -338,6 +338,7 @@ func runLocked(ctx context.Context, s *streams, cfg runConfig, cf *connFlags, ar
 		return &exitError{exitUnavailable, err}
 	}
 	defer backend.close()
+	backend.warnDown(s, "run")
 	servers := serverIDs(cf)
 	inherited := inheritedHolds()
 	outer := findHold(inherited, servers, cfg.Key)
@@ -488,7 +489,8 @@ func findHold(holds []heldLock, servers []string, key string) *heldLock {
 }
 
 // serverIDs identifies the servers of cf, whatever the driver: each URL without credentials or
-// options, with the default port and database made explicit ("redis://host:6379/0"), sorted.
+// options, its host and port as serverID gives them and its database explicit
+// ("redis://127.0.0.1:6379/0"), sorted.
 func serverIDs(cf *connFlags) []string {
 	raws := []string(cf.urls)
 	if len(raws) == 0 {
@@ -500,10 +502,6 @@ func serverIDs(cf *connFlags) []string {
 		if err != nil {
 			continue // connect refused it already
 		}
-		host, port := strings.ToLower(u.Hostname()), u.Port()
-		if port == "" {
-			port = "6379"
-		}
 		db := strings.Trim(u.Path, "/")
 		if db == "" {
 			db = "0"
@@ -511,18 +509,10 @@ func serverIDs(cf *connFlags) []string {
 		if n, err := strconv.Atoi(db); err == nil {
 			db = strconv.Itoa(n)
 		}
-		ids = append(ids, strings.ToLower(u.Scheme)+"://"+joinHostPort(host, port)+"/"+db)
+		ids = append(ids, strings.ToLower(u.Scheme)+"://"+serverID(u)+"/"+db)
 	}
 	slices.Sort(ids)
 	return ids
-}
-
-// joinHostPort is net.JoinHostPort: host:port, with brackets around an IPv6 host.
-func joinHostPort(host, port string) string {
-	if strings.Contains(host, ":") {
-		return "[" + host + "]:" + port
-	}
-	return host + ":" + port
 }
 
 // setEnv returns env with name set to value (replacing an earlier setting).
