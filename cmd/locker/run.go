@@ -448,7 +448,7 @@ func acquire(ctx context.Context, client *locker.Client, cfg runConfig, outer *h
 	case errors.Is(err, locker.ErrInvalid):
 		return nil, usagef("%s", errorText(err))
 	case errors.Is(err, locker.ErrNotALock):
-		return nil, &exitError{exitUnavailable, fmt.Errorf("key %s is not a lock: it holds another kind of value, left as it is", display.Key(cfg.Key))}
+		return nil, &exitError{exitUnavailable, notALock(cfg.Key, err)}
 	}
 	return nil, &exitError{exitUnavailable, err}
 }

@@ -214,7 +214,7 @@ func runNotALock(t *testing.T, url string) {
 	}
 	tio := newIO("", false)
 	tio.exec(t, exitUnavailable, "run", "--redis", url, "job", "-c", "echo ran")
-	if want := `locker run: key "job" is not a lock: it holds another kind of value, left as it is` + "\n"; tio.stderr.String() != want {
+	if want := "locker run: key job is not a lock (it holds another type of value, or a hash that locker did not write), so locker leaves it alone\n"; tio.stderr.String() != want {
 		t.Errorf("stderr %q, want %q", tio.stderr, want)
 	}
 	if tio.stdout.String() != "" {
