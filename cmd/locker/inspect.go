@@ -75,9 +75,13 @@ func keyText(key string) string {
 	return key
 }
 
-// notALock turns an error wrapping locker.ErrNotALock into one clear line; other errors are
+// notALock turns an error wrapping locker.ErrNotALock into one clear line, and one wrapping
+// locker.ErrInvalid (a key over the library's limit) into a usage error; other errors are
 // returned as they are.
 func notALock(key string, err error) error {
+	if errors.Is(err, locker.ErrInvalid) {
+		return usagef("%s", errorText(err))
+	}
 	if errors.Is(err, locker.ErrNotALock) {
 		return fmt.Errorf("key %s is not a lock (it holds another type of value, or a hash that locker did not write), so locker leaves it alone", keyText(key))
 	}

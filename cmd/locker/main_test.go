@@ -241,6 +241,8 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"demo", "--redis", "http://u:secret@host"}, code: 2, stderr: `got "http://u:xxxxx@host"`},
 		{args: []string{"inspect", "--redis", "redis://h"}, code: 2, stderr: "no key given"},
 		{args: []string{"inspect", "--redis", "redis://h", "a", "b"}, code: 2, stderr: "one key at a time"},
+		{args: []string{"inspect", "--redis", startMiniredis(t), strings.Repeat("k", 100000)}, code: 2, stderr: "inspect: invalid argument: key of 100000 bytes is over the limit"},
+		{args: []string{"unlock", "--redis", startMiniredis(t), "--force", "--yes", strings.Repeat("k", 100000)}, code: 2, stderr: "invalid argument: key of 100000 bytes is over the limit"},
 		{args: []string{"unlock", "--redis", "redis://h", "--yes", "k"}, code: 2, stderr: "--force is required"},
 		{args: []string{"run", "--redis", "redis://h"}, code: 2, stderr: "no key given"},
 		{args: []string{"run", "--redis", "redis://h", "--", "true"}, code: 2, stderr: "no command given"},
