@@ -44,9 +44,11 @@ command with the same stdin, stdout and stderr while the watchdog renews the lea
 --ttl/3, and releases the lock when the command and everything it started have exited.
 flock(1)'s forms work: -n, -w SECONDS, -E CODE, -c 'shell command', -x, -v.
 
-SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to the command. If the lock is lost, the
-command's process tree gets SIGTERM, then SIGKILL after --grace, and run exits 70. If run itself
-is killed (kill -9), a supervisor ends the command's tree before the lease can expire (Linux).
+SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to the command; SIGINT and SIGQUIT not while
+run is in its terminal's foreground, where the command had them from the terminal (Ctrl-C). If
+the lock is lost, the command's process tree gets SIGTERM, then SIGKILL after --grace, and run
+exits 70. If run itself is killed (kill -9), a supervisor ends the command's tree before the
+lease can expire (Linux).
 A locker run on the same key and servers inside the command re-enters this hold instead of
 waiting. With --fencing, the command finds the fencing token in $LOCKER_FENCING_TOKEN.
 
@@ -521,9 +523,10 @@ func setEnv(env []string, name, value string) []string {
 	return append(env, name+"="+value)
 }
 
-// runCommandLocked runs argv with env while lease is held: it forwards sigs to the command and
-// ends the command's tree when the lease ends. It returns the command's exit status, whether the
-// lease was lost, and an error when the command could not be run.
+// runCommandLocked runs argv with env while lease is held: it forwards sigs to the command
+// (but not those that it had from the terminal too, see fromTerminal) and ends the command's
+// tree when the lease ends. It returns the command's exit status, whether the lease was lost,
+// and an error when the command could not be run.
 func runCommandLocked(s *streams, cfg runConfig, lease *locker.Lease, argv, env []string, sigs <-chan os.Signal) (code int, lost bool, err error) {
 	if lease.Context().Err() != nil {
 		fmt.Fprintf(s.err, "locker run: lock %s lost before the command started\n", display.Key(cfg.Key))
@@ -546,7 +549,11 @@ func runCommandLocked(s *streams, cfg runConfig, lease *locker.Lease, argv, env 
 	for {
 		select {
 		case sig := <-sigs:
-			cmd.Signal(sig)
+			// Ctrl-C at the terminal reached the command (in locker run's process group) as it
+			// reached locker run: a second SIGINT would tell many programs to quit at once.
+			if !fromTerminal(sig) {
+				cmd.Signal(sig)
+			}
 		case <-ended:
 			ended, lost = nil, true
 			fmt.Fprintf(s.err, "locker run: lock %s lost; terminating the command (SIGTERM, then SIGKILL after %v)\n", display.Key(cfg.Key), cfg.Grace)

@@ -11,6 +11,10 @@ var forwardedSignals = []os.Signal{os.Interrupt}
 // exitStatus is the exit status of a process.
 func exitStatus(ps *os.ProcessState) int { return ps.ExitCode() }
 
+// fromTerminal reports whether the command has had sig already, from the terminal: never
+// here, where every signal that locker run handles is forwarded.
+func fromTerminal(os.Signal) bool { return false }
+
 // signalNumber is the number of sig as on Unix: 2 for the interrupt, the only signal here.
 func signalNumber(sig os.Signal) int {
 	if sig == os.Interrupt {

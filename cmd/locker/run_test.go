@@ -42,6 +42,8 @@ func TestMain(m *testing.M) {
 //	signals       prints "ready PID", then at SIGINT, SIGTERM, SIGHUP or SIGQUIT prints
 //	              "got SIGNAL" and dies of that signal
 //	ignore-term   ignores SIGTERM, prints "ready PID" and sleeps until killed
+//	count-int     prints "ready PID", then "int N" at the Nth SIGINT and "hup N" at the Nth
+//	              SIGHUP; at SIGTERM prints "ints N" and exits 3 (after a minute without, 99)
 //	env NAME      prints the value of the environment variable NAME
 //	holds URL KEY prints "holds N" (0 when KEY is free) as the server at URL sees it
 //	locker ARGS   is the locker command, with this process's stdio and signals
@@ -79,6 +81,30 @@ func helper(args []string) int {
 		fmt.Printf("ready %d\n", os.Getpid())
 		time.Sleep(time.Minute) // until SIGKILL
 		return 99
+	case len(args) == 1 && args[0] == "count-int":
+		sigs := make(chan os.Signal, 8)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGHUP, syscall.SIGTERM)
+		fmt.Printf("ready %d\n", os.Getpid())
+		timeout := time.After(time.Minute)
+		ints, hups := 0, 0
+		for {
+			select {
+			case sig := <-sigs:
+				switch sig {
+				case syscall.SIGINT:
+					ints++
+					fmt.Printf("int %d\n", ints)
+				case syscall.SIGHUP:
+					hups++
+					fmt.Printf("hup %d\n", hups)
+				default:
+					fmt.Printf("ints %d\n", ints)
+					return 3
+				}
+			case <-timeout:
+				return 99
+			}
+		}
 	case len(args) == 2 && args[0] == "env":
 		fmt.Println(os.Getenv(args[1]))
 		return 0
@@ -394,6 +420,9 @@ func TestRunForwardsSignals(t *testing.T) {
 			cmd := exec.Command(os.Args[0], append([]string{helperArg}, args...)...)
 			cmd.Stdout, cmd.Stderr = stdout, stderr
 			cmd.WaitDelay = 5 * time.Second // should the command outlive locker run, holding stdout
+			// No controlling terminal: were it in the foreground of the one that go test runs at,
+			// locker run would take SIGINT and SIGQUIT for the terminal's and not forward them.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
