@@ -42,7 +42,7 @@ locked or not; 1 when the key holds something that is not a lock (it is left as 
 			defer client.Close()
 			st, err := client.Inspect(ctx, key)
 			if err != nil {
-				return notALock(key, err)
+				return keyError(key, err)
 			}
 			if *asJSON {
 				return printJSON(s.out, key, st)
@@ -75,10 +75,10 @@ func keyText(key string) string {
 	return key
 }
 
-// notALock turns an error wrapping locker.ErrNotALock into one clear line, and one wrapping
+// keyError turns an error wrapping locker.ErrNotALock into one clear line, and one wrapping
 // locker.ErrInvalid (a key over the library's limit) into a usage error; other errors are
 // returned as they are.
-func notALock(key string, err error) error {
+func keyError(key string, err error) error {
 	if errors.Is(err, locker.ErrInvalid) {
 		return usagef("%s", errorText(err))
 	}

@@ -450,7 +450,7 @@ func acquire(ctx context.Context, client *locker.Client, cfg runConfig, outer *h
 	case errors.Is(err, locker.ErrInvalid):
 		return nil, usagef("%s", errorText(err))
 	case errors.Is(err, locker.ErrNotALock):
-		return nil, &exitError{exitUnavailable, notALock(cfg.Key, err)}
+		return nil, &exitError{exitUnavailable, keyError(cfg.Key, err)}
 	}
 	return nil, &exitError{exitUnavailable, err}
 }

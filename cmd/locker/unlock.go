@@ -55,7 +55,7 @@ the key holds something that is not a lock (it is left as it is: unlock deletes 
 				removed, err = confirmAndUnlock(ctx, s, client, key)
 			}
 			if err != nil {
-				return notALock(key, err)
+				return keyError(key, err)
 			}
 			if removed {
 				_, err = fmt.Fprintf(s.out, "key %s: lock removed\n", keyText(key))
