@@ -201,3 +201,34 @@ func TestErrorsCutLongKeys(t *testing.T) {
 		}
 	})
 }
+
+// WithOwnerLabel puts the label before 32 random hex digits; a label it refuses (as
+// CheckOwnerLabel says) makes every call fail with ErrInvalid.
+func TestOwnerLabel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := locker.New(memory.New(), locker.WithOwnerLabel("web-1/4242"))
+	defer c.Close()
+	l, err := c.Lock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	label, random, ok := strings.Cut(l.Owner(), "#")
+	if !ok || label != "web-1/4242" || len(random) != 32 || strings.Trim(random, "0123456789abcdef") != "" {
+		t.Errorf("owner %q, want web-1/4242# and 32 hex digits", l.Owner())
+	}
+	if err := locker.CheckOwnerLabel("web-1/4242"); err != nil {
+		t.Errorf("CheckOwnerLabel of a good label: %v", err)
+	}
+	for _, bad := range []string{"", strings.Repeat("a", locker.MaxLabelLen+1), "\xff", "a\nb"} {
+		if err := locker.CheckOwnerLabel(bad); !errors.Is(err, locker.ErrInvalid) {
+			t.Errorf("CheckOwnerLabel(%q) = %v, want ErrInvalid", bad, err)
+		}
+		c := locker.New(memory.New(), locker.WithOwnerLabel(bad))
+		if _, err := c.TryLock(ctx, "k"); !errors.Is(err, locker.ErrInvalid) {
+			t.Errorf("TryLock with the label %q = %v, want ErrInvalid", bad, err)
+		}
+		c.Close()
+	}
+}

@@ -143,7 +143,7 @@ func WithHeldOwner(token string) Option {
 // be 1 to MaxLabelLen bytes of valid UTF-8 without control characters. Default: no label.
 func WithOwnerLabel(label string) Option {
 	return func(c *config) {
-		if err := validLabel(label); err != nil {
+		if err := CheckOwnerLabel(label); err != nil {
 			c.invalid(err)
 			return
 		}
@@ -151,7 +151,10 @@ func WithOwnerLabel(label string) Option {
 	}
 }
 
-func validLabel(label string) error {
+// CheckOwnerLabel reports whether WithOwnerLabel accepts label: nil, or an error wrapping
+// ErrInvalid that says why. It lets a program check a label it was given (a flag, a setting)
+// before it builds a Client.
+func CheckOwnerLabel(label string) error {
 	switch {
 	case label == "" || len(label) > MaxLabelLen:
 		return fmt.Errorf("%w: owner label must be 1 to %d bytes, got %d", ErrInvalid, MaxLabelLen, len(label))

@@ -14,8 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/internal/display"
@@ -241,8 +239,8 @@ func (c *runConfig) validate() error {
 		return usagef("-E %d: must be 0 to 255", c.ConflictCode)
 	}
 	if c.OwnerLabel != "" {
-		if err := checkLabel(c.OwnerLabel); err != nil {
-			return usagef("--owner-label: %v", err)
+		if err := locker.CheckOwnerLabel(c.OwnerLabel); err != nil {
+			return usagef("--owner-label: %s", errorText(err))
 		}
 	}
 	if c.NonBlock {
@@ -251,24 +249,10 @@ func (c *runConfig) validate() error {
 	return nil
 }
 
-// checkLabel checks an owner label as locker.WithOwnerLabel does, for a usage error before
-// connecting.
-func checkLabel(label string) error {
-	switch {
-	case len(label) > locker.MaxLabelLen:
-		return fmt.Errorf("must be 1 to %d bytes, got %d", locker.MaxLabelLen, len(label))
-	case !utf8.ValidString(label):
-		return errors.New("not valid UTF-8")
-	case strings.ContainsFunc(label, unicode.IsControl):
-		return errors.New("has a control character")
-	}
-	return nil
-}
-
 // defaultLabel is the owner label of locker run: host/pid, cut to locker.MaxLabelLen.
 func defaultLabel() string {
 	host, err := os.Hostname()
-	if err != nil || host == "" || checkLabel(host) != nil {
+	if err != nil || locker.CheckOwnerLabel(host) != nil {
 		host = "unknown-host"
 	}
 	pid := "/" + strconv.Itoa(os.Getpid())
