@@ -504,9 +504,9 @@ func waitBounded(e *env) {
 	defer holder.Unlock()
 	c := e.client()
 
+	start := time.Now() // before the deadline is set: a pause between the two must not count
 	short, cancel := context.WithTimeout(ctx, e.ttl/4)
 	defer cancel()
-	start := time.Now()
 	_, err := c.Lock(short, key)
 	if !errors.Is(err, locker.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Lock with an ending ctx = %v, want ErrNotObtained and DeadlineExceeded", err)
