@@ -85,6 +85,17 @@ var servers = []server{
 	{"redis-server", func(t *testing.T) string { return "redis://" + redistest.StartServer(t).Addr }},
 }
 
+// onEachServer runs f as a parallel subtest on each of servers, with the URL of a server of its
+// own.
+func onEachServer(t *testing.T, f func(t *testing.T, url string)) {
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, srv.start(t))
+		})
+	}
+}
+
 // libClient is a Client of the library on the server at url, closed with the test.
 func libClient(t *testing.T, url string, opts ...locker.Option) *locker.Client {
 	t.Helper()

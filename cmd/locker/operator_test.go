@@ -29,44 +29,40 @@ func redisClient(t *testing.T, url string) *redis.Client {
 // as it is: a list, and a hash that locker did not write.
 func TestNotALock(t *testing.T) {
 	t.Parallel()
-	for _, srv := range servers {
-		t.Run(srv.name, func(t *testing.T) {
-			t.Parallel()
-			url := srv.start(t)
-			rdb := redisClient(t, url)
-			ctx := context.Background()
-			if err := rdb.RPush(ctx, "mylist", "x").Err(); err != nil {
-				t.Fatal(err)
-			}
-			if err := rdb.HSet(ctx, "myhash", "field", "1").Err(); err != nil {
-				t.Fatal(err)
-			}
-			for _, key := range []string{"mylist", "myhash"} {
-				for _, args := range [][]string{
-					{"inspect", "--redis", url, key},
-					{"inspect", "--redis", url, "--json", key},
-					{"unlock", "--redis", url, "--force", "--yes", key},
-					{"unlock", "--redis", url, "--force", key}, // at a terminal: no question either
-				} {
-					tio := newIO("y\n", true)
-					tio.exec(t, 1, args...)
-					want := "locker " + args[0] + ": key " + key + " is not a lock (it holds another type of value, or a hash that locker did not write), so locker leaves it alone\n"
-					if got := tio.stderr.String(); got != want {
-						t.Errorf("locker %q: stderr %q, want %q", args, got, want)
-					}
-					if tio.stdout.String() != "" {
-						t.Errorf("locker %q: stdout %q, want nothing", args, tio.stdout)
-					}
+	onEachServer(t, func(t *testing.T, url string) {
+		rdb := redisClient(t, url)
+		ctx := context.Background()
+		if err := rdb.RPush(ctx, "mylist", "x").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.HSet(ctx, "myhash", "field", "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"mylist", "myhash"} {
+			for _, args := range [][]string{
+				{"inspect", "--redis", url, key},
+				{"inspect", "--redis", url, "--json", key},
+				{"unlock", "--redis", url, "--force", "--yes", key},
+				{"unlock", "--redis", url, "--force", key}, // at a terminal: no question either
+			} {
+				tio := newIO("y\n", true)
+				tio.exec(t, 1, args...)
+				want := "locker " + args[0] + ": key " + key + " is not a lock (it holds another type of value, or a hash that locker did not write), so locker leaves it alone\n"
+				if got := tio.stderr.String(); got != want {
+					t.Errorf("locker %q: stderr %q, want %q", args, got, want)
+				}
+				if tio.stdout.String() != "" {
+					t.Errorf("locker %q: stdout %q, want nothing", args, tio.stdout)
 				}
 			}
-			if got, err := rdb.LRange(ctx, "mylist", 0, -1).Result(); err != nil || len(got) != 1 || got[0] != "x" {
-				t.Errorf("the list after unlock --force: %q, %v; want [x]", got, err)
-			}
-			if got, err := rdb.HGetAll(ctx, "myhash").Result(); err != nil || len(got) != 1 || got["field"] != "1" {
-				t.Errorf("the hash after unlock --force: %v, %v; want field=1", got, err)
-			}
-		})
-	}
+		}
+		if got, err := rdb.LRange(ctx, "mylist", 0, -1).Result(); err != nil || len(got) != 1 || got[0] != "x" {
+			t.Errorf("the list after unlock --force: %q, %v; want [x]", got, err)
+		}
+		if got, err := rdb.HGetAll(ctx, "myhash").Result(); err != nil || len(got) != 1 || got["field"] != "1" {
+			t.Errorf("the hash after unlock --force: %v, %v; want field=1", got, err)
+		}
+	})
 }
 
 // A quorum starts with a minority of its servers down (warning about each) and counts them

@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // lockerProcess starts locker with args as a process of its own (the test binary as helper), so
@@ -25,6 +23,9 @@ func lockerProcess(t *testing.T, env []string, args ...string) (*exec.Cmd, *outp
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.Env = append(os.Environ(), env...)
 	cmd.WaitDelay = 10 * time.Second // should anything outlive locker run, holding stdout
+	// No controlling terminal: were it in the foreground of the one that go test runs at,
+	// locker run would take SIGINT and SIGQUIT for the terminal's and not forward them.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -44,13 +45,12 @@ func lockerProcess(t *testing.T, env []string, args ...string) (*exec.Cmd, *outp
 // test after 20 seconds.
 func waitExit(t *testing.T, cmd *exec.Cmd, exited <-chan struct{}) int {
 	t.Helper()
-	select {
-	case <-exited:
-		return cmd.ProcessState.ExitCode()
-	case <-time.After(20 * time.Second):
-		t.Fatal("locker run did not exit within 20s")
-		return 0
-	}
+	code := make(chan int, 1)
+	go func() {
+		<-exited // closed at the latest by the cleanup that kills the process
+		code <- cmd.ProcessState.ExitCode()
+	}()
+	return exitCode(t, code)
 }
 
 // -c runs the command line through /bin/sh, with the shell's exit status.
@@ -102,12 +102,7 @@ func TestRunWaitsUntilReleased(t *testing.T) {
 // not inherit the hold.
 func TestRunNested(t *testing.T) {
 	t.Parallel()
-	for _, srv := range servers {
-		t.Run(srv.name, func(t *testing.T) {
-			t.Parallel()
-			runNested(t, srv.start(t))
-		})
-	}
+	onEachServer(t, runNested)
 }
 
 // runNested is TestRunNested on the server at url.
@@ -192,22 +187,12 @@ func TestRunInterruptedWhileWaiting(t *testing.T) {
 // run.
 func TestRunNotALock(t *testing.T) {
 	t.Parallel()
-	for _, srv := range servers {
-		t.Run(srv.name, func(t *testing.T) {
-			t.Parallel()
-			runNotALock(t, srv.start(t))
-		})
-	}
+	onEachServer(t, runNotALock)
 }
 
 // runNotALock is TestRunNotALock on the server at url.
 func runNotALock(t *testing.T, url string) {
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
+	rdb := redisClient(t, url)
 	ctx := context.Background()
 	if err := rdb.RPush(ctx, "job", "x").Err(); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -415,38 +414,14 @@ func TestRunForwardsSignals(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			t.Parallel()
-			stdout, stderr := newOutput(), newOutput()
-			args := append([]string{"locker"}, runArgs(url, "job:"+strconv.Itoa(int(sig)), nil, child("signals"))...)
-			cmd := exec.Command(os.Args[0], append([]string{helperArg}, args...)...)
-			cmd.Stdout, cmd.Stderr = stdout, stderr
-			cmd.WaitDelay = 5 * time.Second // should the command outlive locker run, holding stdout
-			// No controlling terminal: were it in the foreground of the one that go test runs at,
-			// locker run would take SIGINT and SIGQUIT for the terminal's and not forward them.
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan struct{})
-			go func() {
-				cmd.Wait()
-				close(exited)
-			}()
-			t.Cleanup(func() {
-				cmd.Process.Kill() // a no-op once it has exited
-				<-exited
-			})
+			cmd, stdout, stderr, exited := lockerProcess(t, nil, runArgs(url, "job:"+strconv.Itoa(int(sig)), nil, child("signals"))...)
 			pid := readyPID(t, stdout)
 			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
-			select {
-			case <-exited:
-			case <-time.After(20 * time.Second):
-				t.Fatal("locker run did not exit within 20s")
-			}
+			code := waitExit(t, cmd, exited)
 			stdout.waitFor(t, "got "+sig.String())
-			code := cmd.ProcessState.ExitCode()
 			switch {
 			case sig == syscall.SIGQUIT && code != 0:
 				// The Go runtime of the helper exits with 2 (or aborts) at SIGQUIT.
