@@ -33,7 +33,9 @@ var (
 )
 
 // node returns the node's Locker, dialing it if it is time to try again. The dial runs outside
-// the lock: calls made meanwhile fail at once instead of waiting for it.
+// the lock, so calls made meanwhile fail at once instead of waiting for it, and in a goroutine
+// of its own, so that a call returns when its ctx ends even if the driver's dial does not (the
+// dial is bounded by connectTimeout, and its result is kept for the next call).
 func (n *lazyNode) node(ctx context.Context) (*conn, error) {
 	n.mu.Lock()
 	switch {
@@ -50,19 +52,34 @@ func (n *lazyNode) node(ctx context.Context) (*conn, error) {
 	n.next = time.Now().Add(redialEvery)
 	n.mu.Unlock()
 
+	dialed := make(chan error, 1)
+	go func() { dialed <- n.redial(context.WithoutCancel(ctx)) }()
+	select {
+	case err := <-dialed:
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w: %w", n.url, locker.ErrUnavailable, err)
+		}
+		return n.node(ctx) // connected, or closed meanwhile
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s: %w: %w", n.url, locker.ErrUnavailable, ctx.Err())
+	}
+}
+
+// redial dials the server and keeps the connection (or closes it if the node was closed
+// meanwhile).
+func (n *lazyNode) redial(ctx context.Context) error {
 	cn, err := n.dial(ctx)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	switch {
 	case err != nil:
 		n.lastErr, n.next = err, time.Now().Add(redialEvery)
-		return nil, fmt.Errorf("%s: %w: %w", n.url, locker.ErrUnavailable, err)
 	case n.closed:
 		cn.close()
-		return nil, fmt.Errorf("%s: %w", n.url, locker.ErrClosed)
+	default:
+		n.cn = cn
 	}
-	n.cn = cn
-	return cn, nil
+	return err
 }
 
 func (n *lazyNode) close() {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -176,4 +177,48 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// A lazy node's call returns when its ctx ends, even while the dial it started hangs; the dial's
+// connection is used by a later call.
+func TestLazyNodeCallBoundedByCtx(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	url := startMiniredis(t)
+	n := &lazyNode{url: "redis://test", lastErr: errors.New("down at the start"), dial: func(ctx context.Context) (*conn, error) {
+		<-release // a server that accepts and never answers
+		return (&connFlags{urls: urlList{url}, driver: "goredis"}).connect(ctx)
+	}}
+	defer n.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	inspected := make(chan error, 1)
+	go func() {
+		_, err := n.Inspect(ctx, "k")
+		inspected <- err
+	}()
+	select {
+	case err := <-inspected:
+		if !errors.Is(err, locker.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Inspect while the dial hangs = %v, want ErrUnavailable and DeadlineExceeded", err)
+		}
+	case <-time.After(5 * time.Second):
+		close(release)
+		t.Fatal("Inspect with a 50ms ctx still waits for the dial after 5s")
+	}
+	close(release)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, err := n.Inspect(context.Background(), "k")
+		if err == nil {
+			if st.Locked {
+				t.Fatalf("Inspect of a free key: %+v", st)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node never used its dialed connection: %v", err)
+		}
+		time.Sleep(redialEvery / 10) // a poll: the dial finishes in the background
+	}
 }
