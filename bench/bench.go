@@ -1,7 +1,8 @@
 // Package bench measures the locker module against its round-trip floor and against the
 // libraries people pick instead.
 //
-// A scenario (Floor, ScriptsFloor, Uncontended, Parallel, Contention, Reentry, Watchdog) is a
+// A scenario (Floor, ScriptsFloor, Uncontended, Parallel, Contention, ManyHotKeys, Reentry,
+// Watchdog) is a
 // function of a Runner and a Lib. The Runner is either a *testing.B (see Bench, for the Go benchmarks of this
 // directory and of the comparison module in bench/compare) or a time budget (see Measure, for
 // the `locker bench` command); a Lib is one lock library on one driver — ours on memory,
@@ -53,6 +54,10 @@ type Held interface {
 // Lib.ScriptFloor.
 type FloorOp func(ctx context.Context) error
 
+// A ConnCount returns the number of clients connected to the server (INFO clients'
+// connected_clients), its own connection included.
+type ConnCount func(ctx context.Context) (int, error)
+
 // A Lib is one lock library on one driver: how to make clients of it.
 type Lib struct {
 	// Name names the library and driver in results: "goredis", "rueidis", "redislock"…
@@ -74,6 +79,10 @@ type Lib struct {
 	// Backend, when not nil, returns a fresh backend of ours (for the watchdog scenario), and
 	// the function that closes its connections.
 	Backend func() (locker.Locker, func(), error)
+	// ServerConns, when not nil, returns a ConnCount of the server the clients talk to, on a
+	// connection of its own, and the function that closes it (for the connections per Client
+	// of the many-hot-keys scenario; nil for the memory backend, which has no server).
+	ServerConns func() (ConnCount, func(), error)
 }
 
 // A Runner runs a scenario's measured loop: a *testing.B (through Bench), or a time budget
@@ -102,6 +111,9 @@ type Config struct {
 	Leases int `json:"leases"`
 	// LeaseTTL is their TTL (default 300ms): the watchdog renews every LeaseTTL/3.
 	LeaseTTL time.Duration `json:"lease_ttl_ns"`
+	// Keys is the number of keys of the many-hot-keys scenario (default 1,000), each contended
+	// by HotKeyClients goroutines.
+	Keys int `json:"keys"`
 }
 
 // Defaults of Config.
@@ -110,6 +122,7 @@ const (
 	DefaultHold       = 100 * time.Microsecond
 	DefaultLeases     = 10_000
 	DefaultLeaseTTL   = 300 * time.Millisecond
+	DefaultKeys       = 1000
 )
 
 func (c Config) withDefaults() Config {
@@ -124,6 +137,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.Keys <= 0 {
+		c.Keys = DefaultKeys
 	}
 	return c
 }
@@ -165,6 +181,13 @@ type Result struct {
 	WaitMax        time.Duration `json:"wait_max_ns,omitempty"`
 	Fairness       float64       `json:"fairness,omitempty"`
 
+	// Many hot keys: the keys and the Clients (Goroutines is their product), and the server
+	// connections per Client — the peak of the server's count during the run less its count
+	// before the Clients were opened, over Clients (0 when the Lib cannot count them).
+	Keys           int     `json:"keys,omitempty"`
+	Clients        int     `json:"clients,omitempty"`
+	ConnsPerClient float64 `json:"conns_per_client,omitempty"`
+
 	// Watchdog: Leases held; per tick (one renewal of every lease), Renew calls (each one
 	// pipeline, so round trips) and process CPU time (user+system, -1 when unknown); leases
 	// per Renew call; leases lost during the measurement.
@@ -200,6 +223,9 @@ func (r Result) Metrics() []Metric {
 			Metric{micros(r.WaitP99), "wait-p99-µs"},
 			Metric{micros(r.WaitMax), "wait-max-µs"},
 			Metric{r.Fairness, "fairness"})
+	}
+	if r.ConnsPerClient != 0 {
+		ms = append(ms, Metric{r.ConnsPerClient, "conns/client"})
 	}
 	if r.Leases > 0 {
 		ms = append(ms,
@@ -259,6 +285,10 @@ func Scenarios() []Scenario {
 		{"contention-separate", "N goroutines take turns on one key with a short hold, a client each (as processes would)",
 			func(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, error) {
 				return Contention(ctx, r, lib, cfg, false)
+			}},
+		{"many-hot-keys", "1,000 keys (by default), 4 goroutines on each with a short hold, one per Client of 4: waits, and server connections per Client",
+			func(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, error) {
+				return ManyHotKeys(ctx, r, lib, cfg)
 			}},
 		{"reentry-3", "Lock, Lock, Lock (re-entering through the lease's context), Unlock ×3",
 			func(ctx context.Context, r Runner, lib Lib, _ Config) (Result, error) { return Reentry(ctx, r, lib) }},

@@ -90,6 +90,10 @@ func BenchmarkParallel(b *testing.B) { run(b, "parallel-procs", "parallel-64") }
 // Client each.
 func BenchmarkContention(b *testing.B) { run(b, "contention-shared", "contention-separate") }
 
+// 3b. Many hot keys: 1,000 keys, 4 goroutines on each, one per Client of 4, each holding its key
+// 100µs; one op is one acquisition. Reports the connections per Client the server sees.
+func BenchmarkManyHotKeys(b *testing.B) { run(b, "many-hot-keys") }
+
 // 4. Re-entry depth 3: Lock, Lock, Lock, Unlock ×3.
 func BenchmarkReentry(b *testing.B) { run(b, "reentry-3") }
 

@@ -2,7 +2,10 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	redigolib "github.com/gomodule/redigo/redis"
 	goredislib "github.com/redis/go-redis/v9"
@@ -212,7 +215,32 @@ func Redis(url string, o RedisOptions) ([]Lib, error) {
 		return redigoScripts(p), func() { p.Close() }, nil
 	}
 
-	return []Lib{goredisLib("goredis", openGoredis), goredisLib("goredis-autopipeline", openAuto), rueidisLib, redigoLib}, nil
+	libs := []Lib{goredisLib("goredis", openGoredis), goredisLib("goredis-autopipeline", openAuto), rueidisLib, redigoLib}
+	for i := range libs {
+		libs[i].ServerConns = func() (ConnCount, func(), error) {
+			opt := *gopt
+			opt.PoolSize = 1
+			c := goredislib.NewClient(&opt)
+			return func(ctx context.Context) (int, error) {
+				info, err := c.Info(ctx, "clients").Result()
+				if err != nil {
+					return 0, err
+				}
+				return connectedClients(info)
+			}, func() { c.Close() }, nil
+		}
+	}
+	return libs, nil
+}
+
+// connectedClients returns the connected_clients field of the reply to INFO clients.
+func connectedClients(info string) (int, error) {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_clients:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("INFO clients: no connected_clients field")
 }
 
 // The scripts floor runs the canonical acquire and release scripts on one key with one owner,

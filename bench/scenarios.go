@@ -355,6 +355,150 @@ func Contention(ctx context.Context, r Runner, lib Lib, cfg Config, shared bool)
 	return res, nil
 }
 
+// HotKeyClients is the number of Clients of the many-hot-keys scenario, and of goroutines on
+// each of its keys.
+const HotKeyClients = 4
+
+// connSampleEvery is how often ManyHotKeys counts the server's connections.
+const connSampleEvery = 50 * time.Millisecond
+
+// ManyHotKeys measures cfg.Keys keys, each contended by HotKeyClients goroutines, one per
+// Client: HotKeyClients Clients, each shared by cfg.Keys goroutines (one per key), so that
+// every Client waits on up to cfg.Keys keys at once. Each goroutine locks its key, holds it
+// for cfg.Hold (busy) and unlocks it, until N acquisitions in all (one operation is one
+// acquisition). It reports handoffs per second, the wait of every Lock (call to acquisition),
+// Jain's fairness over the goroutines and, when lib can count the server's connections
+// (Lib.ServerConns), the connections per Client: the peak of the count, sampled every
+// connSampleEvery during the run and once after it, less the count before the Clients were
+// opened, over HotKeyClients.
+func ManyHotKeys(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, error) {
+	cfg = cfg.withDefaults()
+	var (
+		conns    ConnCount
+		baseline int
+	)
+	if lib.ServerConns != nil {
+		c, done, err := lib.ServerConns()
+		if err != nil {
+			return Result{}, err
+		}
+		defer done()
+		if baseline, err = c(ctx); err != nil {
+			return Result{}, fmt.Errorf("counting connections: %w", err)
+		}
+		conns = c
+	}
+	ms := make([]Mutex, HotKeyClients)
+	for i := range ms {
+		m, done, err := lib.Open()
+		if err != nil {
+			return Result{}, err
+		}
+		defer done()
+		ms[i] = m
+	}
+	base := newKey("many-hot-keys")
+	keys := make([]string, cfg.Keys)
+	for k := range keys {
+		keys[k] = base + ":" + strconv.Itoa(k)
+	}
+	for _, m := range ms {
+		if err := lockUnlock(ctx, m, keys[0], warmOps); err != nil {
+			return Result{}, err
+		}
+	}
+
+	n := r.N()
+	waits := make([]time.Duration, n) // allocated before the timer starts
+	counts := make([]int, len(keys)*len(ms))
+	var next atomic.Int64
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	peak := baseline
+	sample := func() {
+		c, err := conns(ctx)
+		if err != nil {
+			cancel(fmt.Errorf("counting connections: %w", err))
+			return
+		}
+		peak = max(peak, c)
+	}
+	before, _ := callsOf(ms...)
+	r.ResetTimer()
+	start := time.Now()
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	if conns != nil {
+		sampler.Go(func() {
+			t := time.NewTicker(connSampleEvery)
+			defer t.Stop()
+			for {
+				sample()
+				select {
+				case <-t.C:
+				case <-stop:
+					return
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
+	var wg sync.WaitGroup
+	// Key by key, a goroutine per Client: the first acquisitions are contended ones.
+	for k, key := range keys {
+		for c, m := range ms {
+			g := k*len(ms) + c
+			wg.Go(func() {
+				for {
+					i := next.Add(1) - 1
+					if i >= int64(n) || ctx.Err() != nil {
+						return
+					}
+					called := time.Now()
+					h, err := m.Lock(ctx, key)
+					if err != nil {
+						cancel(fmt.Errorf("lock: %w", err))
+						return
+					}
+					got := time.Now()
+					waits[i] = got.Sub(called)
+					counts[g]++
+					for time.Since(got) < cfg.Hold {
+						// Busy: the critical section's work.
+					}
+					if err := h.Unlock(); err != nil {
+						cancel(fmt.Errorf("unlock: %w", err))
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(stop)
+	sampler.Wait()
+	r.StopTimer()
+	if conns != nil && ctx.Err() == nil {
+		sample() // a run shorter than connSampleEvery has one sample from before it otherwise
+	}
+	if err := context.Cause(ctx); err != nil {
+		return Result{}, err
+	}
+	res := newResult(lib, "many-hot-keys", n, elapsed)
+	res.Keys, res.Clients, res.Goroutines = len(keys), len(ms), len(counts)
+	res.HandoffsPerSec = float64(n) / elapsed.Seconds()
+	slices.Sort(waits)
+	res.WaitP50, res.WaitP99, res.WaitMax = Percentile(waits, 50), Percentile(waits, 99), Percentile(waits, 100)
+	res.Fairness = Fairness(counts)
+	if conns != nil {
+		res.ConnsPerClient = float64(peak-baseline) / float64(len(ms))
+	}
+	roundTrips(&res, before, ms...)
+	return res, nil
+}
+
 // Reentry measures Lock, Lock and Lock again through the previous hold's context (hold count
 // 3), then three Unlocks, as one operation; six round trips for our Client.
 func Reentry(ctx context.Context, r Runner, lib Lib) (Result, error) {

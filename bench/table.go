@@ -30,15 +30,17 @@ func sorted(results []Result) []Result {
 	return out
 }
 
-// WriteTable writes results as three tables — latency and throughput, contention, watchdog —
-// aligned with spaces, or in Markdown when markdown is set.
+// WriteTable writes results as four tables — latency and throughput, contention, many hot
+// keys, watchdog — aligned with spaces, or in Markdown when markdown is set.
 func WriteTable(w io.Writer, results []Result, markdown bool) error {
 	results = sorted(results)
-	var ops, cont, wd []Result
+	var ops, cont, hot, wd []Result
 	for _, r := range results {
 		switch {
 		case r.Leases > 0:
 			wd = append(wd, r)
+		case r.Keys > 0:
+			hot = append(hot, r)
 		case r.HandoffsPerSec > 0:
 			cont = append(cont, r)
 		default:
@@ -59,6 +61,15 @@ func WriteTable(w io.Writer, results []Result, markdown bool) error {
 		for _, r := range cont {
 			t.row(r.Scenario, r.Lib, fmt.Sprint(r.Goroutines), fmt.Sprintf("%.0f", r.HandoffsPerSec),
 				Dur(r.WaitP50), Dur(r.WaitP99), Dur(r.WaitMax), fmt.Sprintf("%.2f", r.Fairness),
+				fmt.Sprintf("%.0f", r.BytesPerOp), fmt.Sprintf("%.1f", r.AllocsPerOp), count(r.RoundTripsPerOp))
+		}
+		t.end()
+	}
+	if len(hot) > 0 {
+		t.header("scenario", "lib", "keys", "clients", "handoffs/s", "wait p50", "wait p99", "wait max", "fairness", "conns/client", "B/op", "allocs/op", "roundtrips/op")
+		for _, r := range hot {
+			t.row(r.Scenario, r.Lib, fmt.Sprint(r.Keys), fmt.Sprint(r.Clients), fmt.Sprintf("%.0f", r.HandoffsPerSec),
+				Dur(r.WaitP50), Dur(r.WaitP99), Dur(r.WaitMax), fmt.Sprintf("%.2f", r.Fairness), count(r.ConnsPerClient),
 				fmt.Sprintf("%.0f", r.BytesPerOp), fmt.Sprintf("%.1f", r.AllocsPerOp), count(r.RoundTripsPerOp))
 		}
 		t.end()

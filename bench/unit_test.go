@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -89,6 +90,8 @@ func TestTable(t *testing.T) {
 		{Lib: "goredis", Driver: "goredis", Scenario: "floor", N: 10, NsPerOp: 95_000, RoundTripsPerOp: 2, FloorRatio: 1},
 		{Lib: "goredis", Driver: "goredis", Scenario: "contention-shared", Goroutines: 8, HandoffsPerSec: 5000,
 			WaitP50: 800 * time.Microsecond, WaitP99: 3 * time.Millisecond, WaitMax: 4 * time.Millisecond, NsPerOp: 200_000},
+		{Lib: "goredis", Driver: "goredis", Scenario: "many-hot-keys", Keys: 1000, Clients: 4, Goroutines: 4000, HandoffsPerSec: 9000,
+			WaitP50: 5 * time.Millisecond, WaitP99: 20 * time.Millisecond, WaitMax: 30 * time.Millisecond, ConnsPerClient: 751.25, NsPerOp: 111_000},
 		{Lib: "goredis", Driver: "goredis", Scenario: "watchdog", Leases: 10000, RenewCallsPerTick: 1, LeasesPerCall: 10000,
 			CPUPerTick: 2 * time.Millisecond, NsPerOp: 100e6},
 	}
@@ -103,7 +106,8 @@ func TestTable(t *testing.T) {
 		if i, j := strings.Index(out, "floor "), strings.Index(out, "uncontended"); i < 0 || j < i {
 			t.Errorf("floor row missing or not first")
 		}
-		for _, want := range []string{"0.95", "0.97", "0.76", "5000", "800µs", "3.00ms", "10000", "2.00ms", "1.00"} {
+		for _, want := range []string{"0.95", "0.97", "0.76", "5000", "800µs", "3.00ms", "10000", "2.00ms", "1.00",
+			"conns/client", "751.25", "9000", "20.00ms"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("table lacks %q", want)
 			}
@@ -174,7 +178,7 @@ func TestScenariosOnMemory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	// Leases of 150ms (renewed every 50ms): long enough that a loaded machine does not lose them.
-	cfg := bench.Config{Goroutines: 4, Hold: 20 * time.Microsecond, Leases: 200, LeaseTTL: 150 * time.Millisecond}
+	cfg := bench.Config{Goroutines: 4, Hold: 20 * time.Microsecond, Leases: 200, LeaseTTL: 150 * time.Millisecond, Keys: 10}
 	for _, s := range bench.Scenarios() {
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
@@ -204,6 +208,12 @@ func TestScenariosOnMemory(t *testing.T) {
 				if res.HandoffsPerSec <= 0 || res.WaitMax < res.WaitP99 || res.WaitP99 < res.WaitP50 || res.Goroutines != 4 ||
 					res.Fairness < 0.25 || res.Fairness > 1 {
 					t.Errorf("contention result %+v", res)
+				}
+			case "many-hot-keys":
+				// Memory has no server: no connection count.
+				if res.Keys != 10 || res.Clients != bench.HotKeyClients || res.Goroutines != 10*bench.HotKeyClients ||
+					res.HandoffsPerSec <= 0 || res.WaitMax < res.WaitP99 || res.WaitP99 < res.WaitP50 || res.ConnsPerClient != 0 {
+					t.Errorf("many-hot-keys result %+v", res)
 				}
 			case "watchdog":
 				if res.Leases != 200 || res.LeasesPerCall <= 0 || res.RenewCallsPerTick <= 0 || res.Lost != 0 {
@@ -275,7 +285,7 @@ func TestScenariosOnRedis(t *testing.T) {
 	ctx := context.Background()
 	// Leases of 300ms: renewed every 100ms, so a loaded machine (go test runs packages in
 	// parallel, some of them burning CPU) does not make renewals late enough to lose them.
-	cfg := bench.Config{Goroutines: 4, Hold: 20 * time.Microsecond, Leases: 300, LeaseTTL: 300 * time.Millisecond}
+	cfg := bench.Config{Goroutines: 4, Hold: 20 * time.Microsecond, Leases: 300, LeaseTTL: 300 * time.Millisecond, Keys: 10}
 	before := runtime.NumGoroutine()
 	for _, lib := range libs {
 		for _, s := range bench.Scenarios() {
@@ -300,4 +310,116 @@ func TestScenariosOnRedis(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		t.Errorf("%d goroutines before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
 	}
+}
+
+// Many hot keys on every Redis driver, small: every goroutine (one per Client and key) gets its
+// key, no two hold one key at once, and the server's connections per Client are counted.
+func TestManyHotKeysOnRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	addr := bench.StartRedis(t)
+	libs, err := bench.Redis("redis://"+addr, bench.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keys = 20
+	cfg := bench.Config{Hold: 20 * time.Microsecond, Keys: keys}
+	goroutines := keys * bench.HotKeyClients
+	for _, lib := range libs {
+		var c holdChecker
+		res, err := bench.ManyHotKeys(context.Background(), fixed(5*goroutines), c.wrap(lib), cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", lib.Name, err)
+		}
+		if res.N != 5*goroutines || res.Keys != keys || res.Clients != bench.HotKeyClients || res.Goroutines != goroutines ||
+			res.HandoffsPerSec <= 0 || res.WaitMax < res.WaitP99 || res.WaitP99 < res.WaitP50 || res.RoundTripsPerOp < 2 {
+			t.Errorf("%s: result %+v", lib.Name, res)
+		}
+		// Each Client dialled connections of its own after the baseline was counted.
+		if res.ConnsPerClient <= 0 {
+			t.Errorf("%s: %v connections per Client, want > 0", lib.Name, res.ConnsPerClient)
+		}
+		c.mu.Lock()
+		if c.overlaps > 0 {
+			t.Errorf("%s: %d acquisitions of a key that another goroutine held", lib.Name, c.overlaps)
+		}
+		// The warm-up acquires one key on every Client; the run itself, every (Client, key).
+		if len(c.acquired) != goroutines {
+			t.Errorf("%s: %d of the %d goroutines acquired their key", lib.Name, len(c.acquired), goroutines)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// holdChecker wraps a Lib's clients to count, per (client, key), the acquisitions, and the
+// acquisitions of a key that some other hold had not released.
+type holdChecker struct {
+	mu       sync.Mutex
+	clients  int
+	held     map[string]int
+	acquired map[string]int // by client number and key
+	overlaps int
+}
+
+func (c *holdChecker) wrap(lib bench.Lib) bench.Lib {
+	c.held, c.acquired = make(map[string]int), make(map[string]int)
+	open := lib.Open
+	lib.Open = func() (bench.Mutex, func(), error) {
+		m, done, err := open()
+		if err != nil {
+			return nil, nil, err
+		}
+		c.mu.Lock()
+		c.clients++
+		id := c.clients
+		c.mu.Unlock()
+		return &checkedMutex{m: m, c: c, id: id}, done, nil
+	}
+	return lib
+}
+
+// warmUps is the Lock+Unlock calls with which a scenario warms up each client (bench's warmOps).
+const warmUps = 3
+
+type checkedMutex struct {
+	m  bench.Mutex
+	c  *holdChecker
+	id int
+	// warm counts the client's acquisitions: the first warmUps are the scenario's warm-up (on
+	// one key, before the run), left out of acquired.
+	warm atomic.Int32
+}
+
+func (m *checkedMutex) Lock(ctx context.Context, key string) (bench.Held, error) {
+	h, err := m.m.Lock(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	m.c.held[key]++
+	if m.c.held[key] > 1 {
+		m.c.overlaps++
+	}
+	if m.warm.Add(1) > warmUps {
+		m.c.acquired[fmt.Sprint(m.id, " ", key)]++
+	}
+	return &checkedHeld{Held: h, c: m.c, key: key}, nil
+}
+
+// Calls forwards the backend calls the client counted, so that the round trips are reported.
+func (m *checkedMutex) Calls() bench.Calls { return m.m.(interface{ Calls() bench.Calls }).Calls() }
+
+type checkedHeld struct {
+	bench.Held
+	c   *holdChecker
+	key string
+}
+
+func (h *checkedHeld) Unlock() error {
+	h.c.mu.Lock()
+	h.c.held[h.key]--
+	h.c.mu.Unlock()
+	return h.Held.Unlock()
 }

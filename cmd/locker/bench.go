@@ -58,6 +58,7 @@ benchmarks of bench/compare.`,
 		fs.IntVar(&cfg.Goroutines, "goroutines", bench.DefaultGoroutines, "goroutines of the contention scenarios")
 		fs.DurationVar(&cfg.Hold, "hold", bench.DefaultHold, "how long a contending goroutine holds the lock (busy)")
 		fs.IntVar(&cfg.Leases, "leases", bench.DefaultLeases, "leases held in the watchdog scenario (on the embedded miniredis: 100 unless given)")
+		fs.IntVar(&cfg.Keys, "keys", bench.DefaultKeys, "keys of the many-hot-keys scenario, 4 goroutines on each (on the embedded miniredis: 100 unless given)")
 		fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", bench.DefaultLeaseTTL, "TTL of the watchdog scenario's leases (renewed every third of it)")
 		fs.StringVar(&cfg.JSON, "json", "", "also write the results as JSON to `FILE` (- for stdout, and the tables to stderr)")
 		fs.BoolVar(&cfg.Markdown, "markdown", false, "print the tables in Markdown")
@@ -69,7 +70,10 @@ benchmarks of bench/compare.`,
 				cfg.URL = cf.urls[0]
 			}
 			cfg.Drivers = cf.driver
-			fs.Visit(func(f *flag.Flag) { cfg.LeasesSet = cfg.LeasesSet || f.Name == "leases" })
+			fs.Visit(func(f *flag.Flag) {
+				cfg.LeasesSet = cfg.LeasesSet || f.Name == "leases"
+				cfg.KeysSet = cfg.KeysSet || f.Name == "keys"
+			})
 			return runBench(ctx, s, cfg)
 		}
 	},
@@ -89,11 +93,16 @@ type benchConfig struct {
 	Leases     int
 	LeasesSet  bool // --leases was given
 	LeaseTTL   time.Duration
+	Keys       int
+	KeysSet    bool // --keys was given
 }
 
 // embeddedLeases is the default of --leases on the embedded miniredis: it runs Lua slowly, and
 // renewing even 1,000 leases every 100ms takes more than the whole of that time.
 const embeddedLeases = 100
+
+// embeddedKeys is the default of --keys on the embedded miniredis, for the same reason.
+const embeddedKeys = 100
 
 // benchDrivers are the values of bench's --driver, in the order of the tables.
 var benchDrivers = []string{"memory", "goredis", "goredis-autopipeline", "rueidis", "redigo"}
@@ -138,6 +147,8 @@ func (c benchConfig) validate() error {
 		return usagef("--hold %v: must not be negative", c.Hold)
 	case c.Leases < 1:
 		return usagef("--leases %d: must be at least 1", c.Leases)
+	case c.Keys < 1:
+		return usagef("--keys %d: must be at least 1", c.Keys)
 	case c.LeaseTTL < 3*locker.MinTTL:
 		return usagef("--lease-ttl %v: must be at least %v", c.LeaseTTL, 3*locker.MinTTL)
 	}
@@ -176,7 +187,7 @@ func runBench(ctx context.Context, s *streams, cfg benchConfig) error {
 	report := benchReport{
 		Date: time.Now().UTC().Format(time.RFC3339), Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
 		GOMAXPROCS: runtime.GOMAXPROCS(0), Time: cfg.Time.String(),
-		Config: bench.Config{Goroutines: cfg.Goroutines, Hold: cfg.Hold, Leases: cfg.Leases, LeaseTTL: cfg.LeaseTTL},
+		Config: bench.Config{Goroutines: cfg.Goroutines, Hold: cfg.Hold, Leases: cfg.Leases, LeaseTTL: cfg.LeaseTTL, Keys: cfg.Keys},
 	}
 
 	// The server: --redis, or an embedded miniredis.
@@ -192,6 +203,9 @@ func runBench(ctx context.Context, s *streams, cfg benchConfig) error {
 		report.Server, report.Embedded = "embedded miniredis", true
 		if !cfg.LeasesSet {
 			report.Config.Leases = embeddedLeases
+		}
+		if !cfg.KeysSet {
+			report.Config.Keys = embeddedKeys
 		}
 	} else {
 		u, err := url.Parse(raw)
@@ -229,8 +243,8 @@ func runBench(ctx context.Context, s *streams, cfg benchConfig) error {
 	} else {
 		w.printf("server: Redis %s at %s\n", report.RedisVersion, report.Server)
 	}
-	w.printf("%s %s/%s, GOMAXPROCS %d; about %v per scenario and driver; contention: %d goroutines, hold %v; watchdog: %d leases, TTL %v\n\n",
-		report.Go, report.OS, report.Arch, report.GOMAXPROCS, cfg.Time, cfg.Goroutines, cfg.Hold, report.Config.Leases, cfg.LeaseTTL)
+	w.printf("%s %s/%s, GOMAXPROCS %d; about %v per scenario and driver; contention: %d goroutines, hold %v; many hot keys: %d keys × %d; watchdog: %d leases, TTL %v\n\n",
+		report.Go, report.OS, report.Arch, report.GOMAXPROCS, cfg.Time, cfg.Goroutines, cfg.Hold, report.Config.Keys, bench.HotKeyClients, report.Config.Leases, cfg.LeaseTTL)
 
 	prog := newProgress(s.err, len(scenarios)*len(libs))
 	for _, name := range scenarios {

@@ -18,7 +18,7 @@ func TestBench(t *testing.T) {
 	tio := newIO("", false)
 	tio.exec(t, 0, "bench", "--time", "20ms", "--driver", "memory,goredis", "--leases", "50", "--json", file)
 	out := tio.stdout.String() + tio.stderr.String()
-	for _, want := range []string{"not Redis timings", "uncontended", "contention-shared", "contention-separate", "reentry-3", "watchdog", "floor"} {
+	for _, want := range []string{"not Redis timings", "uncontended", "contention-shared", "contention-separate", "reentry-3", "watchdog", "floor", "many-hot-keys", "conns/client"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out)
 		}
@@ -37,4 +37,5 @@ func TestBench(t *testing.T) {
 func TestBenchUsage(t *testing.T) {
 	newIO("", false).exec(t, 2, "bench", "--driver", "nosuch")
 	newIO("", false).exec(t, 2, "bench", "--goroutines", "0")
+	newIO("", false).exec(t, 2, "bench", "--keys", "0")
 }
