@@ -445,13 +445,15 @@ func ManyHotKeys(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, er
 		})
 	}
 	var wg sync.WaitGroup
-	// Key by key, a goroutine per Client: the first acquisitions are contended ones.
+	// Key by key, a goroutine per Client: the first acquisitions are contended ones. Goroutine g
+	// owns op g, so that each one takes its key at least once however late it is scheduled
+	// (when n allows); the ops after those are claimed in turn.
+	next.Store(int64(len(counts)))
 	for k, key := range keys {
 		for c, m := range ms {
 			g := k*len(ms) + c
 			wg.Go(func() {
-				for {
-					i := next.Add(1) - 1
+				for i := int64(g); ; i = next.Add(1) - 1 {
 					if i >= int64(n) || ctx.Err() != nil {
 						return
 					}
