@@ -316,22 +316,13 @@ func Contention(ctx context.Context, r Runner, lib Lib, cfg Config, shared bool)
 				if i >= int64(n) || ctx.Err() != nil {
 					return
 				}
-				called := time.Now()
-				h, err := m.Lock(ctx, key)
+				wait, err := takeTurn(ctx, m, key, cfg.Hold)
 				if err != nil {
-					cancel(fmt.Errorf("lock: %w", err))
+					cancel(err)
 					return
 				}
-				got := time.Now()
-				waits[i] = got.Sub(called)
+				waits[i] = wait
 				counts[g]++
-				for time.Since(got) < cfg.Hold {
-					// Busy: the critical section's work.
-				}
-				if err := h.Unlock(); err != nil {
-					cancel(fmt.Errorf("unlock: %w", err))
-					return
-				}
 			}
 		})
 	}
@@ -457,22 +448,13 @@ func ManyHotKeys(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, er
 					if i >= int64(n) || ctx.Err() != nil {
 						return
 					}
-					called := time.Now()
-					h, err := m.Lock(ctx, key)
+					wait, err := takeTurn(ctx, m, key, cfg.Hold)
 					if err != nil {
-						cancel(fmt.Errorf("lock: %w", err))
+						cancel(err)
 						return
 					}
-					got := time.Now()
-					waits[i] = got.Sub(called)
+					waits[i] = wait
 					counts[g]++
-					for time.Since(got) < cfg.Hold {
-						// Busy: the critical section's work.
-					}
-					if err := h.Unlock(); err != nil {
-						cancel(fmt.Errorf("unlock: %w", err))
-						return
-					}
 				}
 			})
 		}
@@ -722,4 +704,22 @@ func Percentile(sorted []time.Duration, p float64) time.Duration {
 	}
 	rank := int(math.Ceil(p*float64(len(sorted))/100 - 1e-9))
 	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+// takeTurn locks key with m, holds it for hold (busy, as the critical section's work would) and
+// unlocks it. It returns how long Lock waited, from the call to the acquisition.
+func takeTurn(ctx context.Context, m Mutex, key string, hold time.Duration) (time.Duration, error) {
+	called := time.Now()
+	h, err := m.Lock(ctx, key)
+	if err != nil {
+		return 0, fmt.Errorf("lock: %w", err)
+	}
+	got := time.Now()
+	for time.Since(got) < hold {
+		// Busy: the critical section's work.
+	}
+	if err := h.Unlock(); err != nil {
+		return 0, fmt.Errorf("unlock: %w", err)
+	}
+	return got.Sub(called), nil
 }

@@ -272,8 +272,10 @@ func TestCollector(t *testing.T) {
 	}
 }
 
-// Every scenario runs on every Redis driver, small, and leaves no goroutine behind.
-func TestScenariosOnRedis(t *testing.T) {
+// redisLibs starts a redis-server for the test and returns every Redis driver's Lib on it; it
+// skips the test with -short.
+func redisLibs(t *testing.T) []bench.Lib {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("-short")
 	}
@@ -282,6 +284,12 @@ func TestScenariosOnRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return libs
+}
+
+// Every scenario runs on every Redis driver, small, and leaves no goroutine behind.
+func TestScenariosOnRedis(t *testing.T) {
+	libs := redisLibs(t)
 	ctx := context.Background()
 	// Leases of 300ms: renewed every 100ms, so a loaded machine (go test runs packages in
 	// parallel, some of them burning CPU) does not make renewals late enough to lose them.
@@ -315,14 +323,7 @@ func TestScenariosOnRedis(t *testing.T) {
 // Many hot keys on every Redis driver, small: every goroutine (one per Client and key) gets its
 // key, no two hold one key at once, and the server's connections per Client are counted.
 func TestManyHotKeysOnRedis(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
-	addr := bench.StartRedis(t)
-	libs, err := bench.Redis("redis://"+addr, bench.RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	libs := redisLibs(t)
 	const keys = 20
 	cfg := bench.Config{Hold: 20 * time.Microsecond, Keys: keys}
 	goroutines := keys * bench.HotKeyClients

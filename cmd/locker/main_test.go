@@ -65,13 +65,19 @@ func (tio testIO) exec(t *testing.T, want int, args ...string) {
 
 // startMiniredis starts a miniredis on a loopback port, for the test, and returns its URL.
 func startMiniredis(t *testing.T) string {
+	return "redis://" + startMiniredisAt(t, "127.0.0.1:0").Addr()
+}
+
+// startMiniredisAt starts a miniredis listening on addr, for the test.
+func startMiniredisAt(t *testing.T, addr string) *miniredis.Miniredis {
+	t.Helper()
 	m := miniredis.NewMiniRedis()
 	m.ClockTTL(true)
-	if err := m.Start(); err != nil {
+	if err := m.StartAddr(addr); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
-	return "redis://" + m.Addr()
+	return m
 }
 
 // A server makes a Redis server for a test and returns its URL.
@@ -106,6 +112,16 @@ func libClient(t *testing.T, url string, opts ...locker.Option) *locker.Client {
 	c := locker.New(cn.Locker, opts...)
 	t.Cleanup(func() { c.Close(); cn.close() })
 	return c
+}
+
+// lockKey takes the lock on key with lib, or fails the test.
+func lockKey(t *testing.T, lib *locker.Client, key string) *locker.Lease {
+	t.Helper()
+	lease, err := lib.Lock(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lease
 }
 
 // demoArgs is a short demo. The watchdog renews every ttl/3 (50ms), and the work at each depth

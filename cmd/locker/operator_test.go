@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hashlock/locker"
@@ -74,10 +73,7 @@ func TestQuorumStart(t *testing.T) {
 	downURL, down2URL := "redis://"+freeAddr(t), "redis://"+freeAddr(t)
 
 	lib := libClient(t, up1)
-	lease, err := lib.Lock(context.Background(), "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := lockKey(t, lib, "job")
 	defer lease.Unlock()
 
 	for _, driver := range drivers {
@@ -154,18 +150,6 @@ func TestQuorumNodeComesBack(t *testing.T) {
 		case <-time.After(redialEvery / 4):
 		}
 	}
-}
-
-// startMiniredisAt starts a miniredis listening on addr, for the test.
-func startMiniredisAt(t *testing.T, addr string) *miniredis.Miniredis {
-	t.Helper()
-	m := miniredis.NewMiniRedis()
-	m.ClockTTL(true)
-	if err := m.StartAddr(addr); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Close)
-	return m
 }
 
 // freeAddr returns a loopback address where nobody listens (a port just closed).

@@ -75,10 +75,7 @@ func TestRunWaitsUntilReleased(t *testing.T) {
 	t.Parallel()
 	url := startMiniredis(t)
 	lib := libClient(t, url)
-	lease, err := lib.Lock(context.Background(), "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := lockKey(t, lib, "job")
 	tio := newIO("", false)
 	code := goRun(tio, []string{"run", "--redis", url, "job", "-c", "echo ran"})
 	select {

@@ -253,10 +253,7 @@ func TestRunNotObtained(t *testing.T) {
 	t.Parallel()
 	url := startMiniredis(t)
 	lib := libClient(t, url)
-	lease, err := lib.Lock(context.Background(), "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := lockKey(t, lib, "job")
 	defer lease.Unlock()
 	for _, tc := range []struct {
 		flags  []string
