@@ -12,9 +12,8 @@
 //
 // Scripts run through go-redis script objects (EVALSHA, EVAL when the server lost its script
 // cache); renewals of many leases go out in one pipeline (one per node on a cluster); release
-// notices come through go-redis pub/sub, sharded (SSUBSCRIBE) where the server supports it, on
-// one pub/sub connection per contended key, shared by all its waiters and closed when the last
-// one leaves. The scripts and key layout are those of every Redis backend of this module, so
+// notices come through go-redis pub/sub, sharded (SSUBSCRIBE) where the server supports it, on a
+// few connections per node shared by every contended key (see WithNoticeConns). The scripts and key layout are those of every Redis backend of this module, so
 // clients of different drivers can share locks.
 package goredis
 
@@ -49,6 +48,7 @@ type driver struct {
 	c       redis.UniversalClient
 	cluster bool
 	scripts map[*redislock.Script]*redis.Script // read-only after New
+	nodes   sync.Map                                // node address → *redis.Client, for DialPubSub
 }
 
 func (d *driver) Cluster() bool { return d.cluster }
@@ -86,36 +86,97 @@ func (d *driver) EvalBatch(ctx context.Context, s *redislock.Script, calls []red
 	return results
 }
 
-// Subscribe subscribes with a go-redis PubSub, which reconnects and re-subscribes by itself
-// (so lost is never called): the confirmation it receives then is taken as a notice.
-func (d *driver) Subscribe(ctx context.Context, channel string, sharded bool, notify, _ func()) (func(), error) {
-	var ps *redis.PubSub
-	if sharded {
-		ps = d.c.SSubscribe(ctx, channel)
-	} else {
-		ps = d.c.Subscribe(ctx, channel)
-	}
-	// The first reply is the server's confirmation, or its refusal.
-	if _, err := ps.Receive(ctx); err != nil {
-		ps.Close()
-		if sharded && redislock.IsUnknownCommand(err) {
-			return nil, fmt.Errorf("SSUBSCRIBE: %w", redislock.ErrUnsupported)
+// PubSubNode implements redislock.Driver: on a ClusterClient a sharded channel's node is the
+// master of its slot; on a Ring every channel's node is its shard, where the scripts publish.
+func (d *driver) PubSubNode(ctx context.Context, channel string, sharded bool) (string, error) {
+	var node *redis.Client
+	var err error
+	switch c := d.c.(type) {
+	case *redis.ClusterClient:
+		if !sharded {
+			return "", nil
 		}
-		return nil, err
+		node, err = c.MasterForKey(ctx, channel)
+	case *redis.Ring:
+		node, err = c.GetShardClientForKey(channel)
+	default:
+		return "", nil
 	}
-	var wg sync.WaitGroup
-	msgs := ps.ChannelWithSubscriptions()
-	wg.Go(func() {
-		// A message is a notice; a subscription confirmation after the first one means
-		// go-redis reconnected and subscribed again, and notices may have been missed.
-		for range msgs {
-			notify()
+	if err != nil {
+		return "", err
+	}
+	addr := node.Options().Addr
+	d.nodes.Store(addr, node)
+	return addr, nil
+}
+
+// DialPubSub implements redislock.Driver with a go-redis PubSub, which connects at its first
+// command. Its reader ends at the first error: the Backend closes it and subscribes its channels
+// on a new one (go-redis's own re-subscription is never used).
+func (d *driver) DialPubSub(ctx context.Context, node string, events redislock.PubSubEvents) (redislock.PubSubConn, error) {
+	var ps *redis.PubSub
+	if node == "" {
+		ps = d.c.Subscribe(ctx)
+	} else if c, ok := d.nodes.Load(node); ok {
+		ps = c.(*redis.Client).Subscribe(ctx)
+	} else {
+		return nil, fmt.Errorf("no client for node %s", node)
+	}
+	p := &pubsub{ps: ps}
+	p.wg.Go(func() {
+		for {
+			// No read timeout: a connection may rightly hear nothing for long.
+			v, err := ps.Receive(context.Background())
+			if err != nil {
+				if cc, ok := d.c.(*redis.ClusterClient); ok && redis.HasErrorPrefix(err, "MOVED") {
+					cc.ReloadState(context.Background())
+				}
+				events.Failed(err)
+				return
+			}
+			switch v := v.(type) {
+			case *redis.Message:
+				events.Message(v.Channel)
+			case *redis.Subscription:
+				events.Reply(v.Kind, v.Channel)
+			}
 		}
 	})
-	return func() {
-		ps.Close()
-		wg.Wait()
-	}, nil
+	return p, nil
+}
+
+// pubsub is a redislock.PubSubConn on a go-redis PubSub.
+type pubsub struct {
+	ps *redis.PubSub
+	wg sync.WaitGroup // the reader
+}
+
+// Do writes each command; the replies come to the reader.
+func (p *pubsub) Do(ctx context.Context, commands ...redislock.PubSubCommand) error {
+	for _, c := range commands {
+		var err error
+		switch c.Name {
+		case "SUBSCRIBE":
+			err = p.ps.Subscribe(ctx, c.Channels...)
+		case "SSUBSCRIBE":
+			err = p.ps.SSubscribe(ctx, c.Channels...)
+		case "UNSUBSCRIBE":
+			err = p.ps.Unsubscribe(ctx, c.Channels...)
+		case "SUNSUBSCRIBE":
+			err = p.ps.SUnsubscribe(ctx, c.Channels...)
+		default:
+			err = fmt.Errorf("unknown pub/sub command %s", c.Name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *pubsub) Close() {
+	p.ps.Close()
+	p.wg.Wait()
 }
 
 // EvalWait pipelines the script and WAIT on the client that serves keys[0]: the client itself,

@@ -169,61 +169,69 @@ func (d *driver) EvalWait(ctx context.Context, s *redislock.Script, keys, args [
 	return r, acks, err
 }
 
-// Subscribe subscribes on a connection of its own. Redigo does not reconnect: when the
-// connection breaks, or the server ends the subscription, it calls lost and the Backend
-// subscribes again.
-func (d *driver) Subscribe(ctx context.Context, channel string, sharded bool, notify, lost func()) (func(), error) {
+// PubSubNode implements redislock.Driver: a pool talks to one server.
+func (d *driver) PubSubNode(context.Context, string, bool) (string, error) { return "", nil }
+
+// DialPubSub implements redislock.Driver on a connection of its own, dialled the way the pool
+// dials. Redigo does not reconnect: the reader ends at the first error, and the Backend
+// subscribes the connection's channels on a new one.
+func (d *driver) DialPubSub(ctx context.Context, _ string, events redislock.PubSubEvents) (redislock.PubSubConn, error) {
 	ctx, cancel := redislock.Bound(ctx)
 	defer cancel()
 	c, err := d.dial(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cmd := "SUBSCRIBE"
-	if sharded {
-		// Redigo's PubSubConn knows neither SSUBSCRIBE nor its replies: the command goes
-		// out raw and kind reads both forms.
-		cmd = "SSUBSCRIBE"
-	}
-	// The first reply is the server's confirmation, or its refusal.
-	v, err := redis.DoContext(c, ctx, cmd, channel)
-	if k := kind(v); err == nil && k != "subscribe" && k != "ssubscribe" {
-		err = fmt.Errorf("%s: unexpected reply %v", cmd, v)
-	}
-	if err != nil {
-		c.Close()
-		if sharded && redislock.IsUnknownCommand(err) {
-			return nil, fmt.Errorf("SSUBSCRIBE: %w", redislock.ErrUnsupported)
-		}
-		return nil, err
-	}
-	var stopped atomic.Bool
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	p := &pubsub{c: c}
+	p.wg.Go(func() {
 		for {
-			// No read timeout: a subscription may rightly hear nothing for long.
+			// No read timeout: a connection may rightly hear nothing for long.
 			v, err := redis.ReceiveWithTimeout(c, 0)
 			if err != nil {
-				if !stopped.Load() { // not stop closing the connection: it broke
-					lost()
+				if !p.closed.Load() { // not Close closing the connection
+					events.Failed(err)
 				}
 				return
 			}
-			switch kind(v) {
+			// Redigo's PubSubConn knows neither SSUBSCRIBE nor its replies: read both forms.
+			k, channel := kind(v)
+			switch k {
 			case "message", "smessage":
-				notify()
-			case "unsubscribe", "sunsubscribe":
-				// The server ended the subscription (a slot moved away).
-				lost()
-				return
+				events.Message(channel)
+			case "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe":
+				events.Reply(k, channel)
 			}
 		}
 	})
-	return func() {
-		stopped.Store(true)
-		c.Close() // a Redigo connection's Close ends a Receive blocked in another goroutine
-		wg.Wait()
-	}, nil
+	return p, nil
+}
+
+// pubsub is a redislock.PubSubConn on a Redigo connection: one goroutine reads (Receive), the
+// hub's writer sends, as Redigo allows.
+type pubsub struct {
+	c      redis.Conn
+	closed atomic.Bool
+	wg     sync.WaitGroup // the reader
+}
+
+// Do sends commands and flushes them once; the replies come to the reader.
+func (p *pubsub) Do(_ context.Context, commands ...redislock.PubSubCommand) error {
+	for _, c := range commands {
+		args := make([]any, len(c.Channels))
+		for i, ch := range c.Channels {
+			args[i] = ch
+		}
+		if err := p.c.Send(c.Name, args...); err != nil {
+			return err
+		}
+	}
+	return p.c.Flush()
+}
+
+func (p *pubsub) Close() {
+	p.closed.Store(true)
+	p.c.Close() // a Redigo connection's Close ends a Receive blocked in another goroutine
+	p.wg.Wait()
 }
 
 // dial opens a connection of the subscriber's own, the way the pool dials its connections.
@@ -237,14 +245,15 @@ func (d *driver) dial(ctx context.Context) (redis.Conn, error) {
 	return nil, errors.New("pool has neither DialContext nor Dial")
 }
 
-// kind returns the kind of a pub/sub reply ("message", "smessage", "subscribe"…), or "".
-func kind(v any) string {
-	if a, ok := v.([]any); ok && len(a) > 0 {
-		if k, ok := a[0].([]byte); ok {
-			return string(k)
-		}
+// kind returns the kind of a pub/sub reply ("message", "smessage", "subscribe"…) and its
+// channel, or "".
+func kind(v any) (kind, channel string) {
+	if a, ok := v.([]any); ok && len(a) > 1 {
+		k, _ := a[0].([]byte)
+		ch, _ := a[1].([]byte)
+		return string(k), string(ch)
 	}
-	return ""
+	return "", ""
 }
 
 // reply converts a script reply: an integer, or an array of integers; an error reply (a

@@ -3,7 +3,6 @@ package rueidislocker
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"net"
 	"sync"
 	"testing"
@@ -116,48 +115,87 @@ func TestNoScript(t *testing.T) {
 	})
 }
 
-func TestSubscribe(t *testing.T) {
+// events records what a pub/sub connection reports.
+type events struct{ messages, replies, failures chan string }
+
+func newEvents() *events {
+	return &events{make(chan string, 16), make(chan string, 16), make(chan string, 16)}
+}
+func (e *events) Message(channel string)     { e.messages <- channel }
+func (e *events) Reply(kind, channel string) { e.replies <- kind + " " + channel }
+func (e *events) Failed(err error)           { e.failures <- err.Error() }
+
+// receive returns the next value of ch, failing after a (fake) minute.
+func receive(t *testing.T, ch chan string, what string) string {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(time.Minute):
+		t.Fatalf("no %s", what)
+		return ""
+	}
+}
+
+func TestPubSub(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newTestServer(t)
 		d := newDriver(s.c)
 		ctx := t.Context()
 		const channel = "{k}:locker:released"
 
-		// miniredis has no SSUBSCRIBE.
-		if _, err := d.Subscribe(ctx, channel, true, func() {}, func() {}); !errors.Is(err, redislock.ErrUnsupported) {
-			t.Fatalf("sharded Subscribe on miniredis: %v, want ErrUnsupported", err)
+		if node, err := d.PubSubNode(ctx, channel, false); err != nil || node != "" {
+			t.Fatalf("PubSubNode unsharded = %q, %v; want any node", node, err)
 		}
-
-		notices, lost := make(chan struct{}, 16), make(chan struct{}, 16)
-		stop, err := d.Subscribe(ctx, channel, false, func() { notices <- struct{}{} }, func() { lost <- struct{}{} })
+		// miniredis has no SSUBSCRIBE.
+		e := newEvents()
+		pc, err := d.DialPubSub(ctx, "", e)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if err := pc.Do(ctx, redislock.PubSubCommand{Name: "SSUBSCRIBE", Channels: []string{channel}}); !redislock.IsUnknownCommand(err) {
+			t.Fatalf("SSUBSCRIBE on miniredis: %v, want unknown command", err)
+		}
+		pc.Close()
+
+		e = newEvents()
+		pc, err = d.DialPubSub(ctx, "", e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pc.Do(ctx, redislock.PubSubCommand{Name: "SUBSCRIBE", Channels: []string{channel, "other"}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"subscribe " + channel, "subscribe other"} {
+			if got := receive(t, e.replies, want); got != want {
+				t.Fatalf("reply %q, want %q", got, want)
+			}
 		}
 		if err := s.c.Do(ctx, s.c.B().Publish().Channel(channel).Message("k").Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-notices:
-		case <-time.After(time.Minute):
-			t.Fatal("no notice for a PUBLISH")
+		if got := receive(t, e.messages, "notice for a PUBLISH"); got != channel {
+			t.Fatalf("message on %q, want %q", got, channel)
+		}
+		if err := pc.Do(ctx, redislock.PubSubCommand{Name: "UNSUBSCRIBE", Channels: []string{"other"}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := receive(t, e.replies, "unsubscribe reply"); got != "unsubscribe other" {
+			t.Fatalf("reply %q, want unsubscribe other", got)
 		}
 
 		s.breakConns()
-		select {
-		case <-lost:
-		case <-time.After(time.Minute):
-			t.Fatal("a broken subscription connection was not reported lost")
-		}
+		receive(t, e.failures, "report of the broken connection")
 
 		synctest.Wait()
 		before := s.m.CurrentConnectionCount()
-		stop()
+		pc.Close()
 		synctest.Wait()
 		if after := s.m.CurrentConnectionCount(); after > before {
-			t.Fatalf("connections: %d before stop, %d after", before, after)
+			t.Fatalf("connections: %d before Close, %d after", before, after)
 		}
-		if len(notices)+len(lost) != 0 {
-			t.Fatal("unexpected calls after the subscription ended")
+		if len(e.messages)+len(e.replies)+len(e.failures) != 0 {
+			t.Fatal("unexpected events after the connection ended")
 		}
 	})
 }

@@ -11,11 +11,9 @@
 // cache); renewals of many leases go out as EVALSHA calls in one DoMulti (one pipeline per node
 // on a cluster), and when the server answers NOSCRIPT the script is loaded on every node and the
 // refused calls run again, once. Release notices come through rueidis pub/sub hooks on a
-// dedicated connection per contended key (Client.Dedicate), never on the connections that run
-// commands: sharded (SSUBSCRIBE) where the server supports it, else SUBSCRIBE; shared by all
-// the key's waiters and closed when the last one leaves. When that connection breaks, the
-// Backend subscribes again on a new one and wakes the waiters, since notices may have been
-// lost. The scripts and key layout are those of every Redis backend of this module, so clients
+// few dedicated connections per node (Client.Dedicate; see WithNoticeConns), never on the
+// connections that run commands: sharded (SSUBSCRIBE) where the server supports it, else
+// SUBSCRIBE. The scripts and key layout are those of every Redis backend of this module, so clients
 // of different drivers can share locks.
 //
 // rueidis turns client-side caching on by default, which needs CLIENT TRACKING (Redis >= 6).
@@ -29,6 +27,7 @@ package rueidislocker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -62,6 +61,7 @@ type driver struct {
 	c       rueidis.Client
 	cluster bool
 	scripts map[*redislock.Script]*rueidis.Lua // read-only after New
+	slots   slotMap                            // for sharded notices on a cluster
 }
 
 // Cluster reports whether c is rueidis's cluster client (Mode is part of rueidis.Client, so
@@ -129,52 +129,88 @@ func (d *driver) EvalWait(ctx context.Context, s *redislock.Script, keys, args [
 	return r, acks, err
 }
 
-// Subscribe subscribes on a dedicated connection (Client.Dedicate), never one that runs
-// commands. When the connection breaks, or the server ends the subscription (as it does for a
-// sharded channel whose slot moved), it calls lost and the Backend subscribes again.
-func (d *driver) Subscribe(ctx context.Context, channel string, sharded bool, notify, lost func()) (func(), error) {
-	dc, _ := d.c.Dedicate() // dc.Close releases it
-	gone := make(chan struct{}, 1)
+// PubSubNode implements redislock.Driver: on a cluster, a sharded channel's node is the master
+// of its slot, from the slot map (CLUSTER SLOTS, fetched again when it is older than a second).
+func (d *driver) PubSubNode(ctx context.Context, channel string, sharded bool) (string, error) {
+	if !d.cluster || !sharded || len(d.c.Nodes()) == 1 {
+		return "", nil // Dedicate reaches the one node (rueidis takes miniredis for a cluster)
+	}
+	return d.slots.master(ctx, d.c, redislock.Slot(channel))
+}
+
+// DialPubSub implements redislock.Driver on a dedicated connection (Client.Dedicate; on a
+// cluster, of the node's own client), never one that runs commands, with rueidis pub/sub hooks.
+func (d *driver) DialPubSub(_ context.Context, node string, events redislock.PubSubEvents) (redislock.PubSubConn, error) {
+	c := d.c
+	if node != "" {
+		n, ok := d.c.Nodes()[node]
+		if !ok {
+			d.slots.forget()
+			return nil, fmt.Errorf("no client for node %s", node)
+		}
+		c = n
+	}
+	dc, _ := c.Dedicate() // Close releases it
+	p := &pubsub{dc: dc, slots: &d.slots, closed: make(chan struct{})}
 	done := dc.SetPubSubHooks(rueidis.PubSubHooks{
-		// Hooks run in the connection's reader goroutine: no blocking here.
-		OnMessage: func(rueidis.PubSubMessage) { notify() },
-		OnSubscription: func(sub rueidis.PubSubSubscription) {
-			if (sub.Kind == "unsubscribe" || sub.Kind == "sunsubscribe") && sub.Channel == channel {
-				select {
-				case gone <- struct{}{}:
-				default:
-				}
-			}
-		},
+		// Hooks run in the connection's reader goroutine: no blocking there.
+		OnMessage:      func(m rueidis.PubSubMessage) { events.Message(m.Channel) },
+		OnSubscription: func(s rueidis.PubSubSubscription) { events.Reply(s.Kind, s.Channel) },
 	})
-	cmd := dc.B().Subscribe().Channel(channel).Build()
-	if sharded {
-		cmd = dc.B().Ssubscribe().Channel(channel).Build()
-	}
-	// rueidis resolves a SUBSCRIBE once the server's confirmation arrived.
-	if err := dc.Do(ctx, cmd).Error(); err != nil {
-		dc.Close()
-		if sharded && redislock.IsUnknownCommand(err) {
-			return nil, fmt.Errorf("SSUBSCRIBE: %w (%w)", redislock.ErrUnsupported, err)
-		}
-		return nil, err
-	}
-	stopped := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	p.wg.Go(func() {
 		select {
-		case <-stopped:
-			return
-		case <-done: // the hooks stopped: the connection is lost
-		case <-gone:
+		case <-p.closed:
+		case err := <-done: // the hooks stopped: the connection is lost
+			if err == nil {
+				err = errors.New("pub/sub connection closed")
+			}
+			events.Failed(err)
 		}
-		lost()
 	})
-	return func() {
-		close(stopped)
-		dc.Close()
-		wg.Wait()
-	}, nil
+	return p, nil
+}
+
+// pubsub is a redislock.PubSubConn on a rueidis dedicated connection.
+type pubsub struct {
+	dc     rueidis.DedicatedClient
+	slots  *slotMap // forgotten when a node answers MOVED
+	closed chan struct{}
+	wg     sync.WaitGroup // the watcher of the hooks
+}
+
+// Do sends commands in one DoMulti; rueidis returns once the server confirmed every channel.
+func (p *pubsub) Do(ctx context.Context, commands ...redislock.PubSubCommand) error {
+	b := p.dc.B()
+	cmds := make(rueidis.Commands, len(commands))
+	for i, c := range commands {
+		switch c.Name {
+		case "SUBSCRIBE":
+			cmds[i] = b.Subscribe().Channel(c.Channels...).Build()
+		case "SSUBSCRIBE":
+			cmds[i] = b.Ssubscribe().Channel(c.Channels...).Build()
+		case "UNSUBSCRIBE":
+			cmds[i] = b.Unsubscribe().Channel(c.Channels...).Build()
+		case "SUNSUBSCRIBE":
+			cmds[i] = b.Sunsubscribe().Channel(c.Channels...).Build()
+		default:
+			return fmt.Errorf("unknown pub/sub command %s", c.Name)
+		}
+	}
+	for _, r := range p.dc.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			if redislock.Moved(err) != err {
+				p.slots.forget()
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *pubsub) Close() {
+	close(p.closed)
+	p.dc.Close()
+	p.wg.Wait()
 }
 
 // isNoScript reports whether err is the server's NOSCRIPT answer to EVALSHA.

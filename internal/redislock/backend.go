@@ -47,7 +47,8 @@ type Backend struct {
 // New returns a Backend that runs the canonical scripts through d; name prefixes its errors.
 // An invalid option makes every call return an error wrapping locker.ErrInvalid.
 func New(d Driver, name string, opts ...Option) *Backend {
-	b := &Backend{d: d, prefix: name, notices: newHub(d), opts: resolve(opts)}
+	b := &Backend{d: d, prefix: name, opts: resolve(opts)}
+	b.notices = newHub(d, b.opts.noticeConns)
 	if b.opts.err != nil {
 		b.opts.err = fmt.Errorf("%s: %w", name, b.opts.err)
 	}
@@ -260,8 +261,9 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {
 	return r.Int == 1, nil
 }
 
-// Subscribe implements locker.Locker: one driver subscription per channel, shared by every
-// waiter of the key and ended when the last one leaves.
+// Subscribe implements locker.Locker: the key's channel is subscribed on one of the Backend's
+// shared pub/sub connections to the key's node (see WithNoticeConns), for as long as the key has
+// waiters.
 func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	if b.opts.err != nil {
 		return nil, nil, b.opts.err

@@ -38,7 +38,11 @@ func (h hungDriver) EvalBatch(ctx context.Context, _ *Script, calls []Call) []Re
 	return res
 }
 
-func (h hungDriver) Subscribe(ctx context.Context, _ string, _ bool, _, _ func()) (func(), error) {
+func (h hungDriver) PubSubNode(ctx context.Context, _ string, _ bool) (string, error) {
+	return "", h.wait(ctx)
+}
+
+func (h hungDriver) DialPubSub(ctx context.Context, _ string, _ PubSubEvents) (PubSubConn, error) {
 	return nil, h.wait(ctx)
 }
 

@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -31,20 +30,50 @@ type Driver interface {
 	// returned as the error.
 	EvalWait(ctx context.Context, s *Script, keys, args []string, replicas int, timeout time.Duration) (Reply, int, error)
 
-	// Subscribe subscribes to channel — SSUBSCRIBE when sharded, else SUBSCRIBE — on a
-	// connection of the driver's own (never one that runs commands), and returns once the
-	// server has confirmed it. It calls notify for every message on the channel (and may call
-	// it when in doubt, e.g. after the driver re-subscribed by itself). When the subscription
-	// ends without stop — its connection broke, or the server ended it — it calls lost, once,
-	// and Backend subscribes again. stop ends the subscription and frees its connection; it is
-	// called exactly once, also after lost. When sharded and the server does not know
-	// SSUBSCRIBE, it returns an error wrapping errors.ErrUnsupported, and Backend subscribes
-	// again unsharded.
-	Subscribe(ctx context.Context, channel string, sharded bool, notify, lost func()) (stop func(), err error)
+	// PubSubNode names the server node whose pub/sub carries channel's notices: the master of
+	// the channel's slot for a sharded channel on a cluster (SSUBSCRIBE), the shard of a
+	// client-side sharded client, and "" for any other case (one server, or unsharded channels,
+	// which a cluster sends to every node). Connections are shared per name.
+	PubSubNode(ctx context.Context, channel string, sharded bool) (string, error)
+
+	// DialPubSub opens a pub/sub connection of the driver's own (never one that runs commands)
+	// to node, a name PubSubNode returned. The connection reports what it hears to events, from
+	// one goroutine at a time, in the order the server sent it, until it ends or is closed.
+	DialPubSub(ctx context.Context, node string, events PubSubEvents) (PubSubConn, error)
 
 	// Cluster reports whether the client spreads keys over the nodes of a Redis Cluster, where
 	// a multi-key script call needs all its keys in one slot.
 	Cluster() bool
+}
+
+// PubSubConn is one pub/sub connection of a Driver, carrying any number of channels.
+type PubSubConn interface {
+	// Do sends commands, in order, in as few round trips as the driver allows. It may return
+	// before the server replied: the replies come through PubSubEvents.Reply, and an error reply
+	// through PubSubEvents.Failed or as Do's error.
+	Do(ctx context.Context, commands ...PubSubCommand) error
+	// Close ends the connection. Events that the driver reports meanwhile are ignored.
+	Close()
+}
+
+// PubSubCommand is one command of a PubSubConn: Name is "SUBSCRIBE", "SSUBSCRIBE",
+// "UNSUBSCRIBE" or "SUNSUBSCRIBE"; the Channels of a sharded one are all in one slot.
+type PubSubCommand struct {
+	Name     string
+	Channels []string
+}
+
+// PubSubEvents receives what a PubSubConn hears. Its methods may be called from any goroutine.
+type PubSubEvents interface {
+	// Message is a message published on channel.
+	Message(channel string)
+	// Reply is the server's confirmation of a subscription change of channel — kind is
+	// "subscribe", "ssubscribe", "unsubscribe" or "sunsubscribe", one per channel — or an
+	// unsubscription the server sent by itself (a sharded channel whose slot moved).
+	Reply(kind, channel string)
+	// Failed reports an error reply, or that the connection ended with err; the Backend then
+	// closes the connection and subscribes its channels again on another one.
+	Failed(err error)
 }
 
 // Reply is a script's reply: Int for an integer reply; for an array, Array holds its integers
@@ -66,11 +95,9 @@ type Result struct {
 	Err   error
 }
 
-// ErrUnsupported is what a Driver's Subscribe wraps when the server lacks the command.
-var ErrUnsupported = errors.ErrUnsupported
-
 // IsUnknownCommand reports whether err is a server's answer to a command it does not know
-// ("ERR unknown command …"), as SSUBSCRIBE gets from Redis before 7 and from miniredis.
+// ("ERR unknown command …"), as SSUBSCRIBE gets from Redis before 7 and from miniredis: the
+// Backend then subscribes unsharded.
 func IsUnknownCommand(err error) bool {
 	return err != nil && strings.Contains(strings.ToLower(err.Error()), "unknown command")
 }

@@ -8,157 +8,495 @@ import (
 	"time"
 )
 
-// Timing of re-subscriptions after a driver lost one.
+// Release notices travel on a few pub/sub connections per server node, shared by every key a
+// Backend waits on: a key's channel is subscribed on one of them while the key has waiters and
+// unsubscribed when the last one leaves. The hub below keeps that bookkeeping; a Driver only
+// dials connections and sends (S)SUBSCRIBE and (S)UNSUBSCRIBE on them.
+
 const (
-	resubscribeMinDelay = 50 * time.Millisecond // first pause between failed attempts
-	resubscribeMaxDelay = 5 * time.Second       // longest pause between failed attempts
+	// DefaultNoticeConns is the default of WithNoticeConns.
+	DefaultNoticeConns = 2
+	// channelsPerConn is how many channels a notice connection carries before the hub opens
+	// another one to the same node, up to the Backend's limit.
+	channelsPerConn = 128
+	// maxChannelsPerCommand bounds the channels of one (S)SUBSCRIBE or (S)UNSUBSCRIBE.
+	maxChannelsPerCommand = 1000
+	// subscribeTries is how many times a channel that the server never confirmed is placed on a
+	// connection before its subscribe fails (the Client then waits on timers).
+	subscribeTries = 3
+	// Pauses before rounds of re-subscriptions after a connection failed, growing while they
+	// fail, back to none at the next confirmation.
+	resubscribeMinDelay = 50 * time.Millisecond
+	resubscribeMaxDelay = 5 * time.Second
 )
 
-// hub shares one driver subscription per channel between every waiter of that channel, ends it
-// when the last waiter leaves (no connection per waiter, none left behind), and subscribes again
-// when the driver loses it, waking the waiters since notices may have been missed meanwhile.
+// hub multiplexes the channels of a Backend's waiters over at most maxConns connections per node.
+// Every field below mu is guarded by it.
 type hub struct {
 	d        Driver
+	maxConns int
 	unshared atomic.Bool // the server has no sharded pub/sub: subscribe with SUBSCRIBE
 
-	mu   sync.Mutex
-	subs map[string]*channelSub
+	mu        sync.Mutex
+	subs      map[string]*channelSub   // by channel, while it has waiters
+	nodes     map[string][]*noticeConn // live connections by node
+	unplaced  map[*channelSub]struct{} // waiting for a connection (its last one broke)
+	repairing bool                     // a goroutine places the unplaced channels
+	settled   chan struct{}            // tells a pausing repair goroutine that none is left
+	backoff   time.Duration            // pause before the next round of placements
 }
 
-// channelSub is the subscription of one channel. Fields but ready and life are guarded by
-// hub.mu.
+// channelSub is one channel and its waiters.
 type channelSub struct {
-	waiters map[chan struct{}]struct{}
-	ready   chan struct{}      // closed once the first driver Subscribe returned
-	err     error              // the first Subscribe's error, set before ready is closed
-	stop    func()             // ends the current driver subscription; nil when there is none
-	left    bool               // the last waiter left: no more subscriptions
-	life    context.Context    // ends when the last waiter leaves
-	end     context.CancelFunc // ends life
+	channel   string
+	waiters   map[chan struct{}]struct{}
+	conn      *noticeConn   // the connection carrying it; nil while unplaced
+	sharded   bool          // sent as SSUBSCRIBE
+	confirmed bool          // the server confirmed it at least once
+	tries     int           // placements since the last confirmation
+	err       error         // why it failed, set before ready is closed
+	ready     chan struct{} // closed at the first confirmation, or when it failed
+	gone      bool          // out of hub.subs: its last waiter left, or it failed
 }
 
-func newHub(d Driver) *hub {
-	return &hub{d: d, subs: make(map[string]*channelSub)}
+// noticeConn is one shared pub/sub connection. It implements PubSubEvents.
+type noticeConn struct {
+	h       *hub
+	node    string
+	pc      PubSubConn             // nil until dialed
+	subs    map[string]*channelSub // the channels it carries
+	pending map[string]int         // (S)SUBSCRIBEs queued or sent, not yet confirmed
+	unsubs  map[string]int         // (S)UNSUBSCRIBEs queued or sent, not yet confirmed
+	queue   []pubsubCommand        // commands for the writer, in order
+	kick    chan struct{}          // wakes the writer; capacity 1
+	done    chan struct{}          // closed when the connection is retired or broke
+	dead    bool
 }
 
-// subscribe adds a waiter to channel, subscribing on the first one, and returns once the
-// subscription is active.
+type pubsubCommand struct{ name, channel string }
+
+func newHub(d Driver, maxConns int) *hub {
+	return &hub{
+		d:        d,
+		maxConns: maxConns,
+		subs:     make(map[string]*channelSub),
+		nodes:    make(map[string][]*noticeConn),
+		unplaced: make(map[*channelSub]struct{}),
+		settled:  make(chan struct{}, 1),
+	}
+}
+
+// subscribe adds a waiter to channel and returns once the server has confirmed the channel's
+// subscription (at once when another waiter's subscription is up), ctx ended, or CallTimeout
+// passed. cancel removes the waiter; the last one out unsubscribes.
 func (h *hub) subscribe(ctx context.Context, channel string) (<-chan struct{}, func(), error) {
 	w := make(chan struct{}, 1)
 	h.mu.Lock()
 	s := h.subs[channel]
-	first := s == nil
-	if first {
-		s = &channelSub{waiters: make(map[chan struct{}]struct{}), ready: make(chan struct{})}
-		s.life, s.end = context.WithCancel(context.Background())
+	fresh := s == nil
+	if fresh {
+		s = &channelSub{channel: channel, waiters: make(map[chan struct{}]struct{}), ready: make(chan struct{})}
 		h.subs[channel] = s
 	}
 	s.waiters[w] = struct{}{}
 	h.mu.Unlock()
 
-	if first {
-		stop, err := h.open(ctx, channel, s)
-		h.mu.Lock()
-		s.stop, s.err = stop, err
-		h.mu.Unlock()
-		close(s.ready)
-	} else {
-		select {
-		case <-s.ready:
-		case <-ctx.Done():
-			h.leave(channel, s, w)
-			return nil, nil, ctx.Err()
-		}
+	wait, stop := context.WithTimeout(ctx, CallTimeout)
+	defer stop()
+	if fresh {
+		h.place(wait, s)
 	}
-	if s.err != nil {
-		h.leave(channel, s, w)
-		return nil, nil, s.err
+	select {
+	case <-s.ready:
+	case <-wait.Done():
+	}
+	h.mu.Lock()
+	confirmed, err := s.confirmed, s.err
+	h.mu.Unlock()
+	if !confirmed {
+		h.leave(s, w)
+		if err == nil {
+			err = wait.Err()
+		}
+		return nil, nil, err
 	}
 	var once sync.Once
-	return w, func() { once.Do(func() { h.leave(channel, s, w) }) }, nil
+	return w, func() { once.Do(func() { h.leave(s, w) }) }, nil
 }
 
-// open subscribes the driver to channel, sharded unless the server showed it cannot.
-func (h *hub) open(ctx context.Context, channel string, s *channelSub) (func(), error) {
-	notify := func() { h.notify(channel) }
-	lost := func() { go h.resubscribe(channel, s) }
-	if !h.unshared.Load() {
-		stop, err := h.d.Subscribe(ctx, channel, true, notify, lost)
-		if !errors.Is(err, ErrUnsupported) {
-			return stop, err
-		}
-		h.unshared.Store(true)
-	}
-	return h.d.Subscribe(ctx, channel, false, notify, lost)
-}
-
-// resubscribe replaces a subscription the driver lost, with a growing pause between failed
-// attempts, until it succeeds or the last waiter leaves; then it wakes the waiters.
-func (h *hub) resubscribe(channel string, s *channelSub) {
-	<-s.ready         // the lost subscription's stop is recorded
-	h.notify(channel) // notices may be lost until the new subscription is up
-	h.mu.Lock()
-	old := s.stop
-	s.stop = nil
-	h.mu.Unlock()
-	if old != nil {
-		old() // frees what the lost subscription still held
-	}
-	for delay := resubscribeMinDelay; ; delay = min(2*delay, resubscribeMaxDelay) {
-		ctx, cancel := context.WithTimeout(s.life, CallTimeout)
-		stop, err := h.open(ctx, channel, s)
-		cancel()
-		if err == nil {
-			h.mu.Lock()
-			left := s.left
-			if !left {
-				s.stop = stop
-			}
-			h.mu.Unlock()
-			if left {
-				stop()
-				return
-			}
-			h.notify(channel)
-			return
-		}
-		select {
-		case <-s.life.Done():
-			return
-		case <-time.After(delay):
-		}
-	}
-}
-
-// leave removes waiter w of s; the last one out ends the subscription.
-func (h *hub) leave(channel string, s *channelSub, w chan struct{}) {
-	h.mu.Lock()
-	delete(s.waiters, w)
-	var stop func()
-	if len(s.waiters) == 0 {
-		s.left = true
-		stop, s.stop = s.stop, nil
-		if h.subs[channel] == s {
-			delete(h.subs, channel)
-		}
-		s.end()
-	}
-	h.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
-}
-
-// notify wakes every waiter of channel without blocking.
-func (h *hub) notify(channel string) {
+// place puts s on a connection to the node of its channel and queues its subscription.
+func (h *hub) place(ctx context.Context, s *channelSub) {
+	sharded := !h.unshared.Load()
+	node, err := h.d.PubSubNode(ctx, s.channel, sharded)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if s := h.subs[channel]; s != nil {
-		for w := range s.waiters {
+	if s.gone {
+		return
+	}
+	if err != nil {
+		h.slowDown()
+		h.unplace(s, err, true)
+		return
+	}
+	c := h.connFor(node)
+	s.conn, s.sharded = c, sharded
+	c.subs[s.channel] = s
+	c.pending[s.channel]++
+	c.send(subscribeCommand(sharded), s.channel)
+}
+
+// connFor returns the connection of node that should carry one more channel: the least loaded,
+// or a new one while all carry channelsPerConn or more and there are fewer than maxConns.
+func (h *hub) connFor(node string) *noticeConn {
+	var best *noticeConn
+	for _, c := range h.nodes[node] {
+		if best == nil || len(c.subs) < len(best.subs) {
+			best = c
+		}
+	}
+	if best != nil && (len(best.subs) < channelsPerConn || len(h.nodes[node]) >= h.maxConns) {
+		return best
+	}
+	c := &noticeConn{
+		h: h, node: node,
+		subs:    make(map[string]*channelSub),
+		pending: make(map[string]int),
+		unsubs:  make(map[string]int),
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+	}
+	h.nodes[node] = append(h.nodes[node], c)
+	go c.run()
+	return c
+}
+
+// leave removes waiter w of s; the last one out unsubscribes s, and closes its connection when s
+// was the connection's last channel.
+func (h *hub) leave(s *channelSub, w chan struct{}) {
+	h.mu.Lock()
+	delete(s.waiters, w)
+	var closing PubSubConn
+	if len(s.waiters) == 0 && !s.gone {
+		h.drop(s)
+		if c := s.conn; c != nil {
+			s.conn = nil
+			delete(c.subs, s.channel)
+			if len(c.subs) == 0 {
+				closing = h.retire(c)
+			} else {
+				c.unsubs[s.channel]++
+				c.send(unsubscribeCommand(s.sharded), s.channel)
+			}
+		}
+	}
+	h.mu.Unlock()
+	if closing != nil {
+		go closing.Close()
+	}
+}
+
+// drop takes s out of the hub. h.mu must be held.
+func (h *hub) drop(s *channelSub) {
+	s.gone = true
+	if h.subs[s.channel] == s {
+		delete(h.subs, s.channel)
+	}
+	if _, ok := h.unplaced[s]; ok {
+		delete(h.unplaced, s)
+		if len(h.unplaced) == 0 {
 			select {
-			case w <- struct{}{}:
+			case h.settled <- struct{}{}:
 			default:
 			}
 		}
 	}
+}
+
+// unplace wakes the waiters of s, whose subscription is down (notices may be missed until it is
+// back), and hands s to the repair goroutine; a channel never confirmed fails instead after
+// subscribeTries placements. counted is false when the failure was not the channel's (the server
+// refused SSUBSCRIBE as a whole). h.mu must be held.
+func (h *hub) unplace(s *channelSub, err error, counted bool) {
+	s.conn = nil
+	s.wake()
+	if counted {
+		s.tries++
+	}
+	if !s.confirmed && s.tries >= subscribeTries {
+		h.drop(s)
+		s.err = err
+		close(s.ready)
+		return
+	}
+	h.unplaced[s] = struct{}{}
+	if !h.repairing {
+		h.repairing = true
+		go h.repair()
+	}
+}
+
+// repair places the unplaced channels again, pausing between rounds while connections fail,
+// until none is left.
+func (h *hub) repair() {
+	for {
+		h.mu.Lock()
+		if len(h.unplaced) == 0 {
+			h.repairing = false
+			h.mu.Unlock()
+			return
+		}
+		delay := h.backoff
+		h.mu.Unlock()
+		if delay > 0 {
+			h.pause(delay)
+		}
+		h.mu.Lock()
+		batch := make([]*channelSub, 0, len(h.unplaced))
+		for s := range h.unplaced {
+			batch = append(batch, s)
+		}
+		clear(h.unplaced)
+		h.mu.Unlock()
+		for _, s := range batch {
+			ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+			h.place(ctx, s)
+			cancel()
+		}
+	}
+}
+
+// pause waits for delay, or until no channel is left to place.
+func (h *hub) pause(delay time.Duration) {
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			return
+		case <-h.settled:
+			h.mu.Lock()
+			empty := len(h.unplaced) == 0
+			h.mu.Unlock()
+			if empty {
+				return
+			}
+		}
+	}
+}
+
+// slowDown lengthens the pause between rounds of placements. h.mu must be held.
+func (h *hub) slowDown() {
+	h.backoff = min(max(2*h.backoff, resubscribeMinDelay), resubscribeMaxDelay)
+}
+
+// retire takes c out of service and returns its driver connection for the caller to close
+// outside h.mu (nil when it is not dialed yet: run closes it then). h.mu must be held.
+func (h *hub) retire(c *noticeConn) PubSubConn {
+	if c.dead {
+		return nil
+	}
+	c.dead = true
+	close(c.done)
+	conns := h.nodes[c.node]
+	for i, other := range conns {
+		if other == c {
+			conns = append(conns[:i], conns[i+1:]...)
+			break
+		}
+	}
+	if len(conns) == 0 {
+		delete(h.nodes, c.node)
+	} else {
+		h.nodes[c.node] = conns
+	}
+	return c.pc
+}
+
+// broken retires c after err (its connection ended, or the server refused a command on it) and
+// places its channels again, on other connections.
+func (h *hub) broken(c *noticeConn, err error) {
+	h.mu.Lock()
+	if c.dead {
+		h.mu.Unlock()
+		return
+	}
+	closing := h.retire(c)
+	counted := true
+	if IsUnknownCommand(err) && !h.unshared.Load() {
+		// The server has no SSUBSCRIBE (Redis before 7, miniredis): every channel goes unsharded.
+		h.unshared.Store(true)
+		counted = false
+	} else {
+		h.slowDown() // until a confirmation: a node that keeps failing is not hammered
+	}
+	for _, s := range c.subs {
+		h.unplace(s, err, counted)
+	}
+	clear(c.subs)
+	h.mu.Unlock()
+	if closing != nil {
+		go closing.Close()
+	}
+}
+
+// wake sends a notice to every waiter of s without blocking. hub.mu must be held.
+func (s *channelSub) wake() {
+	for w := range s.waiters {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// send queues a command for c's writer. hub.mu must be held.
+func (c *noticeConn) send(name, channel string) {
+	c.queue = append(c.queue, pubsubCommand{name, channel})
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run dials c, then sends its queued commands in order, consecutive ones of a kind together.
+func (c *noticeConn) run() {
+	h := c.h
+	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+	pc, err := h.d.DialPubSub(ctx, c.node, c)
+	cancel()
+	if err != nil {
+		h.broken(c, err)
+		return
+	}
+	h.mu.Lock()
+	dead := c.dead
+	c.pc = pc
+	h.mu.Unlock()
+	if dead {
+		pc.Close()
+		return
+	}
+	for {
+		select {
+		case <-c.kick:
+		case <-c.done:
+			return
+		}
+		h.mu.Lock()
+		queue := c.queue
+		c.queue = nil
+		h.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+		err := pc.Do(ctx, commands(queue)...)
+		cancel()
+		if err != nil {
+			h.broken(c, err)
+			return
+		}
+	}
+}
+
+// commands turns queued commands into as few as keep their order: consecutive ones of a kind
+// together, those of a sharded kind grouped by slot (a sharded command's channels must share
+// one), at most maxChannelsPerCommand channels in each.
+func commands(queue []pubsubCommand) []PubSubCommand {
+	var out []PubSubCommand
+	for len(queue) > 0 {
+		name := queue[0].name
+		n := 1
+		for n < len(queue) && queue[n].name == name {
+			n++
+		}
+		sharded := name == "SSUBSCRIBE" || name == "SUNSUBSCRIBE"
+		bySlot := make(map[uint16]int) // slot → index in out of the command open for it
+		for _, q := range queue[:n] {
+			var slot uint16
+			if sharded {
+				slot = Slot(q.channel)
+			}
+			i, ok := bySlot[slot]
+			if !ok || len(out[i].Channels) == maxChannelsPerCommand {
+				i = len(out)
+				bySlot[slot] = i
+				out = append(out, PubSubCommand{Name: name})
+			}
+			out[i].Channels = append(out[i].Channels, q.channel)
+		}
+		queue = queue[n:]
+	}
+	return out
+}
+
+// Message implements PubSubEvents: a notice wakes the waiters of its channel.
+func (c *noticeConn) Message(channel string) {
+	c.h.mu.Lock()
+	defer c.h.mu.Unlock()
+	if s := c.subs[channel]; s != nil && !c.dead {
+		s.wake()
+	}
+}
+
+// Reply implements PubSubEvents: a confirmed subscription is up (its waiters wake when it is
+// back after a break: notices may have been missed); an unsubscription nobody asked for means the
+// server ended the channel's subscription (its slot moved), so it is placed again.
+func (c *noticeConn) Reply(kind, channel string) {
+	h := c.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c.dead {
+		return
+	}
+	s := c.subs[channel]
+	switch kind {
+	case "subscribe", "ssubscribe":
+		if c.pending[channel]--; c.pending[channel] > 0 {
+			return
+		}
+		delete(c.pending, channel)
+		h.backoff = 0
+		if s == nil {
+			return
+		}
+		s.tries = 0
+		if !s.confirmed {
+			s.confirmed = true
+			close(s.ready)
+		} else {
+			s.wake()
+		}
+	case "unsubscribe", "sunsubscribe":
+		if c.unsubs[channel] > 0 {
+			if c.unsubs[channel]--; c.unsubs[channel] == 0 {
+				delete(c.unsubs, channel)
+			}
+			return
+		}
+		if s != nil {
+			delete(c.subs, channel)
+			h.slowDown()
+			h.unplace(s, errors.New("the server ended the subscription of "+channel), false)
+			if len(c.subs) == 0 {
+				if pc := h.retire(c); pc != nil {
+					go pc.Close()
+				}
+			}
+		}
+	}
+}
+
+// Failed implements PubSubEvents.
+func (c *noticeConn) Failed(err error) { c.h.broken(c, err) }
+
+func subscribeCommand(sharded bool) string {
+	if sharded {
+		return "SSUBSCRIBE"
+	}
+	return "SUBSCRIBE"
+}
+
+func unsubscribeCommand(sharded bool) string {
+	if sharded {
+		return "SUNSUBSCRIBE"
+	}
+	return "UNSUBSCRIBE"
 }

@@ -18,16 +18,6 @@ import (
 // The adapters export it as their ErrNotReplicated, to test with errors.Is.
 var ErrNotReplicated = errors.New("locker: not acknowledged by enough replicas")
 
-// An Option configures a Backend. The adapters export it as their Option.
-type Option func(*options)
-
-// options is the resolved set of Options of a Backend.
-type options struct {
-	acks       int           // replicas to wait for after an acquire or a release; 0: none
-	ackTimeout time.Duration // the longest wait for them
-	err        error         // the first invalid option, returned by every call
-}
-
 // WithReplicaAck makes the Backend wait, after every acquire and every release, until n replicas
 // of the master that ran it have acknowledged it (Redis WAIT n, on the same connection, in the
 // same round trip), for at most timeout (whole milliseconds, rounded up; and at most half of
@@ -51,25 +41,6 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 		}
 		o.acks, o.ackTimeout = n, timeout
 	}
-}
-
-// fail records err unless an earlier option was invalid already.
-func (o *options) fail(err error) {
-	if o.err == nil {
-		o.err = err
-	}
-}
-
-func resolve(opts []Option) options {
-	var o options
-	for _, opt := range opts {
-		if opt == nil {
-			o.fail(fmt.Errorf("%w: nil Option", locker.ErrInvalid))
-			continue
-		}
-		opt(&o)
-	}
-	return o
 }
 
 // change runs a script that changes the lock (acquire.lua, release.lua): with WithReplicaAck,

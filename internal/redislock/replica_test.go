@@ -62,8 +62,12 @@ func (d *ackDriver) EvalBatch(ctx context.Context, s *Script, calls []Call) []Re
 	return res
 }
 
-func (d *ackDriver) Subscribe(context.Context, string, bool, func(), func()) (func(), error) {
-	return func() {}, nil
+func (d *ackDriver) PubSubNode(context.Context, string, bool) (string, error) {
+	return "", errors.ErrUnsupported
+}
+
+func (d *ackDriver) DialPubSub(context.Context, string, PubSubEvents) (PubSubConn, error) {
+	return nil, errors.ErrUnsupported
 }
 
 func (*ackDriver) Cluster() bool { return false }
@@ -89,6 +93,7 @@ func TestReplicaAckInvalid(t *testing.T) {
 		"zero timeout":      WithReplicaAck(1, 0),
 		"negative timeout":  WithReplicaAck(1, -time.Second),
 		"nil option":        nil,
+		"no notice conns":   WithNoticeConns(0),
 	} {
 		d := &ackDriver{replies: granted}
 		b := New(d, "test", opt)

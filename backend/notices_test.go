@@ -1,0 +1,209 @@
+package backend_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/goredis"
+	rueidislocker "github.com/hashlock/locker/backend/rueidis"
+	"github.com/hashlock/locker/conformance"
+	"github.com/hashlock/locker/internal/redislock"
+	"github.com/hashlock/locker/internal/redistest"
+)
+
+// maxNoticeConns is the bound issue #11 promises for the default: connections per node for the
+// notices of one Client, whatever the number of keys it waits on.
+const maxNoticeConns = 4
+
+// pubsubConns returns how many pub/sub connections the server at addr has (CLIENT LIST TYPE
+// pubsub).
+func pubsubConns(t *testing.T, addr string) int {
+	t.Helper()
+	v, err := redistest.Do(addr, 0, "CLIENT", "LIST", "TYPE", "pubsub")
+	if err != nil {
+		t.Fatalf("CLIENT LIST: %v", err)
+	}
+	return strings.Count(fmt.Sprint(v), "id=")
+}
+
+// channelsOn returns how many channels, sharded or not, the server at addr has subscribers for.
+func channelsOn(t *testing.T, addr string) int {
+	t.Helper()
+	n := 0
+	for _, cmd := range []string{"CHANNELS", "SHARDCHANNELS"} {
+		v, err := redistest.Do(addr, 0, "PUBSUB", cmd)
+		if err != nil {
+			t.Fatalf("PUBSUB %s: %v", cmd, err)
+		}
+		chs, _ := v.([]any)
+		n += len(chs)
+	}
+	return n
+}
+
+// eventually polls cond every 10ms for up to 30s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 30s: %s", what)
+		}
+	}
+}
+
+// contended holds keys with one Client and starts waitersPerKey goroutines per key on another
+// Client of b, which wait on notices only (their fallback timers are a minute away). It returns
+// once channels, the number of channels the server has subscribers for, counts every key's, and
+// a function that releases the holds and checks that every waiter takes its key and lets it go
+// within 45s.
+func contended(t *testing.T, b locker.Locker, keys []string, waitersPerKey int, channels func() int) (release func()) {
+	t.Helper()
+	holder := locker.New(b, locker.WithTTL(time.Minute))
+	t.Cleanup(func() { holder.Close() })
+	ctx := context.Background()
+	leases := make([]*locker.Lease, len(keys))
+	for i, k := range keys {
+		l, err := holder.Lock(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases[i] = l
+	}
+	waiting := locker.New(b, locker.WithTTL(time.Minute), locker.WithRetry(locker.LinearBackoff(time.Hour)))
+	t.Cleanup(func() { waiting.Close() })
+	wctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(keys)*waitersPerKey)
+	for _, k := range keys {
+		for range waitersPerKey {
+			wg.Go(func() {
+				l, err := waiting.Lock(wctx, k)
+				if err == nil {
+					err = l.Unlock()
+				}
+				if err != nil {
+					errs <- fmt.Errorf("waiter of %s: %w", k, err)
+				}
+			})
+		}
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	eventually(t, fmt.Sprintf("%d channels subscribed", len(keys)), func() bool { return channels() == len(keys) })
+	return func() {
+		t.Helper()
+		for _, l := range leases {
+			if err := l.Unlock(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	}
+}
+
+func manyKeys(prefix string, n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s:%d", prefix, i)
+	}
+	return keys
+}
+
+// One Client waiting on 10,000 held keys uses at most maxNoticeConns pub/sub connections, and
+// every waiter is woken by its key's notice; when none waits, no pub/sub connection is left.
+func TestNoticeConnectionsBounded(t *testing.T) {
+	keys := 10000
+	if testing.Short() {
+		keys = 1000
+	}
+	for _, d := range drivers {
+		t.Run(d.name, func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			b := d.new(t, srv.Addr)
+			release := contended(t, b, manyKeys("many", keys), 1, func() int { return channelsOn(t, srv.Addr) })
+			if n := pubsubConns(t, srv.Addr); n > maxNoticeConns {
+				t.Errorf("%d pub/sub connections for %d waiting keys, want at most %d", n, keys, maxNoticeConns)
+			}
+			release()
+			eventually(t, "pub/sub connections closed", func() bool { return pubsubConns(t, srv.Addr) == 0 })
+		})
+	}
+}
+
+// CLIENT KILL TYPE pubsub while three waiters contend for each key: the Backend subscribes
+// again, and every waiter takes its key well before its fallback timer.
+func TestNoticesSurvivePubSubKill(t *testing.T) {
+	for _, d := range drivers {
+		t.Run(d.name, func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			b := d.new(t, srv.Addr)
+			release := contended(t, b, manyKeys("kill", 100), 3, func() int { return channelsOn(t, srv.Addr) })
+			before := pubsubConns(t, srv.Addr)
+			if killed := srv.Do(t, "CLIENT", "KILL", "TYPE", "pubsub"); killed != int64(before) {
+				t.Fatalf("CLIENT KILL TYPE pubsub killed %v of %d", killed, before)
+			}
+			release()
+		})
+	}
+}
+
+// On a 3-master cluster each key's channel is subscribed (sharded) on the master of its slot,
+// with at most maxNoticeConns connections per master, and notices come from there.
+func TestNoticesFromOwnShard(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	clients := []struct {
+		name string
+		new  func(t conformance.TB) locker.Locker
+	}{
+		{"goredis", func(t conformance.TB) locker.Locker {
+			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { rdb.Close() })
+			return goredis.New(rdb)
+		}},
+		{"rueidis", func(t conformance.TB) locker.Locker {
+			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cluster.Addrs})
+			if err != nil {
+				t.Fatalf("%v", err)
+			}
+			t.Cleanup(c.Close)
+			return rueidislocker.New(c)
+		}},
+	}
+	for _, c := range clients {
+		t.Run(c.name, func(t *testing.T) {
+			keys := manyKeys("shard:"+c.name, 600)
+			b := c.new(t)
+			release := contended(t, b, keys, 1, func() int {
+				n := 0
+				for _, addr := range cluster.Addrs {
+					n += channelsOn(t, addr)
+				}
+				return n
+			})
+			for _, k := range keys {
+				channel := redislock.Channel(k)
+				v, err := cluster.DoKey(k, "PUBSUB", "SHARDNUMSUB", channel)
+				if r, _ := v.([]any); err != nil || len(r) != 2 || r[1] != int64(1) {
+					t.Fatalf("PUBSUB SHARDNUMSUB %s on the master of its slot: %v, %v; want 1 subscriber", channel, v, err)
+				}
+			}
+			for _, addr := range cluster.Addrs {
+				if n := pubsubConns(t, addr); n < 1 || n > maxNoticeConns {
+					t.Errorf("%s: %d pub/sub connections, want 1 to %d", addr, n, maxNoticeConns)
+				}
+			}
+			release()
+		})
+	}
+}

@@ -1,0 +1,54 @@
+package redislock
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashlock/locker"
+)
+
+// An Option configures a Backend. The adapters export it as their Option.
+type Option func(*options)
+
+// options is the resolved set of Options of a Backend.
+type options struct {
+	noticeConns int           // the most notice connections per node (WithNoticeConns)
+	acks        int           // replicas to wait for after an acquire or a release; 0: none
+	ackTimeout  time.Duration // the longest wait for them
+	err         error         // the first invalid option, returned by every call
+}
+
+// WithNoticeConns sets the most pub/sub connections the Backend opens to each server node (each
+// master of a cluster) for release notices. Every key the Backend's Clients wait on is one
+// channel on one of them, whatever the number of keys; another connection is opened once every
+// open one carries 128 channels, and a connection closes when its last channel is unsubscribed.
+// n must be at least 1, or every call of the Backend returns an error wrapping
+// locker.ErrInvalid. Default: 2.
+func WithNoticeConns(n int) Option {
+	return func(o *options) {
+		if n < 1 {
+			o.fail(fmt.Errorf("%w: WithNoticeConns(%d): want at least 1 connection", locker.ErrInvalid, n))
+			return
+		}
+		o.noticeConns = n
+	}
+}
+
+// fail records err unless an earlier option was invalid already.
+func (o *options) fail(err error) {
+	if o.err == nil {
+		o.err = err
+	}
+}
+
+func resolve(opts []Option) options {
+	o := options{noticeConns: DefaultNoticeConns}
+	for _, opt := range opts {
+		if opt == nil {
+			o.fail(fmt.Errorf("%w: nil Option", locker.ErrInvalid))
+			continue
+		}
+		opt(&o)
+	}
+	return o
+}
