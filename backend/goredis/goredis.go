@@ -48,7 +48,7 @@ type driver struct {
 	c       redis.UniversalClient
 	cluster bool
 	scripts map[*redislock.Script]*redis.Script // read-only after New
-	nodes   sync.Map                                // node address → *redis.Client, for DialPubSub
+	nodes   sync.Map                            // node address → *redis.Client, for DialPubSub
 }
 
 func (d *driver) Cluster() bool { return d.cluster }
