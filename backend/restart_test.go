@@ -59,7 +59,7 @@ func TestServerRestart(t *testing.T) {
 				overlap.add(notice-wait, false)
 			}
 			flush := func() { f.srv.Do(t, "SCRIPT", "FLUSH") }
-			exercise(t, func() locker.Locker { return hb }, key+":after", 0, flush)
+			exercise(t, func() locker.Locker { return hb }, key+":after", flush)
 		}
 		if aof {
 			t.Logf("%s: the waiter got the lock within %v of the holder's Unlock", name, &waited)

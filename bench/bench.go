@@ -54,9 +54,14 @@ type Held interface {
 // Lib.ScriptFloor.
 type FloorOp func(ctx context.Context) error
 
-// A ConnCount returns the number of clients connected to the server (INFO clients'
-// connected_clients), its own connection included.
-type ConnCount func(ctx context.Context) (int, error)
+// A ConnCount returns the connections of the server's clients, its own included.
+type ConnCount func(ctx context.Context) (Conns, error)
+
+// Conns counts a server's client connections.
+type Conns struct {
+	All    int // INFO clients' connected_clients
+	PubSub int // those in pub/sub mode: CLIENT LIST TYPE pubsub
+}
 
 // A Lib is one lock library on one driver: how to make clients of it.
 type Lib struct {
@@ -183,10 +188,12 @@ type Result struct {
 
 	// Many hot keys: the keys and the Clients (Goroutines is their product), and the server
 	// connections per Client — the peak of the server's count during the run less its count
-	// before the Clients were opened, over Clients (0 when the Lib cannot count them).
-	Keys           int     `json:"keys,omitempty"`
-	Clients        int     `json:"clients,omitempty"`
-	ConnsPerClient float64 `json:"conns_per_client,omitempty"`
+	// before the Clients were opened, over Clients (0 when the Lib cannot count them) — all of
+	// them, and those in pub/sub mode (the release notices').
+	Keys                 int     `json:"keys,omitempty"`
+	Clients              int     `json:"clients,omitempty"`
+	ConnsPerClient       float64 `json:"conns_per_client,omitempty"`
+	PubSubConnsPerClient float64 `json:"pubsub_conns_per_client,omitempty"`
 
 	// Watchdog: Leases held; per tick (one renewal of every lease), Renew calls (each one
 	// pipeline, so round trips) and process CPU time (user+system, -1 when unknown); leases
@@ -225,7 +232,7 @@ func (r Result) Metrics() []Metric {
 			Metric{r.Fairness, "fairness"})
 	}
 	if r.ConnsPerClient != 0 {
-		ms = append(ms, Metric{r.ConnsPerClient, "conns/client"})
+		ms = append(ms, Metric{r.ConnsPerClient, "conns/client"}, Metric{r.PubSubConnsPerClient, "pubsub-conns/client"})
 	}
 	if r.Leases > 0 {
 		ms = append(ms,

@@ -98,16 +98,18 @@ type RedisOptions struct {
 	// DisableClientCache turns off rueidis's client-side caching, which needs CLIENT TRACKING
 	// (miniredis has none).
 	DisableClientCache bool
-	// PoolSize is Redigo's pool size (MaxIdle; MaxActive stays unlimited); default 64, so the
-	// 64-goroutine scenario does not dial a connection per call.
+	// PoolSize is Redigo's pool size (MaxIdle and MaxActive, with Wait); default 64, so the
+	// 64-goroutine scenario does not dial a connection per call, and many goroutines do not
+	// open a connection each.
 	PoolSize int
 }
 
 // Redis returns the Libs of our Client on every Redis driver, each client with its own
 // connections to the server at url ("redis://host:port/db", as each driver's ParseURL reads
 // it): go-redis, go-redis through its AutoPipeline, rueidis, and Redigo. go-redis clients are
-// created with ContextTimeoutEnabled, Redigo pools with MaxIdle o.PoolSize (Redigo's default,
-// 0, would dial a connection per call); everything else keeps the drivers' defaults.
+// created with ContextTimeoutEnabled, Redigo pools with MaxIdle and MaxActive o.PoolSize and
+// Wait (Redigo's defaults would dial a connection per call, and keep no bound on them);
+// everything else keeps the drivers' defaults.
 func Redis(url string, o RedisOptions) ([]Lib, error) {
 	gopt, err := goredislib.ParseURL(url)
 	if err != nil {
@@ -129,7 +131,9 @@ func Redis(url string, o RedisOptions) ([]Lib, error) {
 	newRueidis := func() (rueidis.Client, error) { return rueidis.NewClient(ropt) }
 	newPool := func() *redigolib.Pool {
 		return &redigolib.Pool{
-			MaxIdle: o.PoolSize,
+			MaxIdle:   o.PoolSize,
+			MaxActive: o.PoolSize,
+			Wait:      true,
 			DialContext: func(ctx context.Context) (redigolib.Conn, error) {
 				return redigolib.DialURLContext(ctx, url)
 			},
@@ -221,16 +225,36 @@ func Redis(url string, o RedisOptions) ([]Lib, error) {
 			opt := *gopt
 			opt.PoolSize = 1
 			c := goredislib.NewClient(&opt)
-			return func(ctx context.Context) (int, error) {
+			return func(ctx context.Context) (Conns, error) {
 				info, err := c.Info(ctx, "clients").Result()
 				if err != nil {
-					return 0, err
+					return Conns{}, err
 				}
-				return connectedClients(info)
+				all, err := connectedClients(info)
+				if err != nil {
+					return Conns{}, err
+				}
+				// No TYPE filter in go-redis: pubsubClients filters. miniredis has no CLIENT
+				// LIST: its pub/sub count stays 0.
+				list, _ := c.ClientList(ctx).Result()
+				return Conns{All: all, PubSub: pubsubClients(list)}, nil
 			}, func() { c.Close() }, nil
 		}
 	}
 	return libs, nil
+}
+
+// pubsubClients counts the connections in pub/sub mode (flag P) in the reply to CLIENT LIST.
+func pubsubClients(list string) int {
+	n := 0
+	for line := range strings.Lines(list) {
+		for field := range strings.FieldsSeq(line) {
+			if flags, ok := strings.CutPrefix(field, "flags="); ok && strings.Contains(flags, "P") {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // connectedClients returns the connected_clients field of the reply to INFO clients.

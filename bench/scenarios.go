@@ -359,14 +359,14 @@ const connSampleEvery = 50 * time.Millisecond
 // for cfg.Hold (busy) and unlocks it, until N acquisitions in all (one operation is one
 // acquisition). It reports handoffs per second, the wait of every Lock (call to acquisition),
 // Jain's fairness over the goroutines and, when lib can count the server's connections
-// (Lib.ServerConns), the connections per Client: the peak of the count, sampled every
-// connSampleEvery during the run and once after it, less the count before the Clients were
-// opened, over HotKeyClients.
+// (Lib.ServerConns), the connections per Client, all and pub/sub ones: the peak of each count,
+// sampled every connSampleEvery during the run and once after it, less the count before the
+// Clients were opened, over HotKeyClients.
 func ManyHotKeys(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, error) {
 	cfg = cfg.withDefaults()
 	var (
 		conns    ConnCount
-		baseline int
+		baseline Conns
 	)
 	if lib.ServerConns != nil {
 		c, done, err := lib.ServerConns()
@@ -412,7 +412,7 @@ func ManyHotKeys(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, er
 			cancel(fmt.Errorf("counting connections: %w", err))
 			return
 		}
-		peak = max(peak, c)
+		peak.All, peak.PubSub = max(peak.All, c.All), max(peak.PubSub, c.PubSub)
 	}
 	before, _ := callsOf(ms...)
 	r.ResetTimer()
@@ -477,7 +477,8 @@ func ManyHotKeys(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, er
 	res.WaitP50, res.WaitP99, res.WaitMax = Percentile(waits, 50), Percentile(waits, 99), Percentile(waits, 100)
 	res.Fairness = Fairness(counts)
 	if conns != nil {
-		res.ConnsPerClient = float64(peak-baseline) / float64(len(ms))
+		res.ConnsPerClient = float64(peak.All-baseline.All) / float64(len(ms))
+		res.PubSubConnsPerClient = float64(peak.PubSub-baseline.PubSub) / float64(len(ms))
 	}
 	roundTrips(&res, before, ms...)
 	return res, nil

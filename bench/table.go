@@ -66,10 +66,10 @@ func WriteTable(w io.Writer, results []Result, markdown bool) error {
 		t.end()
 	}
 	if len(hot) > 0 {
-		t.header("scenario", "lib", "keys", "clients", "handoffs/s", "wait p50", "wait p99", "wait max", "fairness", "conns/client", "B/op", "allocs/op", "roundtrips/op")
+		t.header("scenario", "lib", "keys", "clients", "handoffs/s", "wait p50", "wait p99", "wait max", "fairness", "conns/client", "pub/sub conns/client", "B/op", "allocs/op", "roundtrips/op")
 		for _, r := range hot {
 			t.row(r.Scenario, r.Lib, fmt.Sprint(r.Keys), fmt.Sprint(r.Clients), fmt.Sprintf("%.0f", r.HandoffsPerSec),
-				Dur(r.WaitP50), Dur(r.WaitP99), Dur(r.WaitMax), fmt.Sprintf("%.2f", r.Fairness), count(r.ConnsPerClient),
+				Dur(r.WaitP50), Dur(r.WaitP99), Dur(r.WaitMax), fmt.Sprintf("%.2f", r.Fairness), count(r.ConnsPerClient), count(r.PubSubConnsPerClient),
 				fmt.Sprintf("%.0f", r.BytesPerOp), fmt.Sprintf("%.1f", r.AllocsPerOp), count(r.RoundTripsPerOp))
 		}
 		t.end()

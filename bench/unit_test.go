@@ -341,6 +341,11 @@ func TestManyHotKeysOnRedis(t *testing.T) {
 		if res.ConnsPerClient <= 0 {
 			t.Errorf("%s: %v connections per Client, want > 0", lib.Name, res.ConnsPerClient)
 		}
+		// Release notices: at most 4 pub/sub connections per Client (one server). (A short run
+		// may close them between two samples: no lower bound.)
+		if res.PubSubConnsPerClient > 4 {
+			t.Errorf("%s: %v pub/sub connections per Client, want at most 4", lib.Name, res.PubSubConnsPerClient)
+		}
 		c.mu.Lock()
 		if c.overlaps > 0 {
 			t.Errorf("%s: %d acquisitions of a key that another goroutine held", lib.Name, c.overlaps)

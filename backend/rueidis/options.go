@@ -6,7 +6,7 @@ import (
 	"github.com/hashlock/locker/internal/redislock"
 )
 
-// An Option configures a Backend: see WithReplicaAck.
+// An Option configures a Backend: see WithNoticeConns and WithReplicaAck.
 type Option = redislock.Option
 
 // WithReplicaAck makes the Backend wait, after every acquire and every release, until n replicas
@@ -35,3 +35,8 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 // release that fewer replicas acknowledged than WithReplicaAck asks for. It is the same value in
 // every Redis backend of this module.
 var ErrNotReplicated = redislock.ErrNotReplicated
+
+// WithNoticeConns sets the most pub/sub connections the Backend opens to each server node (each
+// master of a cluster) for release notices, whatever the number of keys its Clients wait on:
+// each waited-on key is one channel on one of them. n must be at least 1. Default: 2.
+func WithNoticeConns(n int) Option { return redislock.WithNoticeConns(n) }
