@@ -320,9 +320,8 @@ func subscribers(t *testing.T, srv *redistest.Server, channel string) int64 {
 	return n
 }
 
-// A subscription survives a server restart for every driver: the Backend subscribes again (the
-// driver itself, or the hub for drivers that do not reconnect), waking its waiters, and notices
-// flow again.
+// A subscription survives a server restart for every driver: the Backend subscribes again on a
+// new connection, waking its waiters, and notices flow again.
 func TestSubscriptionSurvivesRestart(t *testing.T) {
 	for _, d := range drivers {
 		t.Run(d.name, func(t *testing.T) {

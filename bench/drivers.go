@@ -98,18 +98,16 @@ type RedisOptions struct {
 	// DisableClientCache turns off rueidis's client-side caching, which needs CLIENT TRACKING
 	// (miniredis has none).
 	DisableClientCache bool
-	// PoolSize is Redigo's pool size (MaxIdle and MaxActive, with Wait); default 64, so the
-	// 64-goroutine scenario does not dial a connection per call, and many goroutines do not
-	// open a connection each.
+	// PoolSize is Redigo's pool size (MaxIdle; MaxActive stays unlimited); default 64, so the
+	// 64-goroutine scenario does not dial a connection per call.
 	PoolSize int
 }
 
 // Redis returns the Libs of our Client on every Redis driver, each client with its own
 // connections to the server at url ("redis://host:port/db", as each driver's ParseURL reads
 // it): go-redis, go-redis through its AutoPipeline, rueidis, and Redigo. go-redis clients are
-// created with ContextTimeoutEnabled, Redigo pools with MaxIdle and MaxActive o.PoolSize and
-// Wait (Redigo's defaults would dial a connection per call, and keep no bound on them);
-// everything else keeps the drivers' defaults.
+// created with ContextTimeoutEnabled, Redigo pools with MaxIdle o.PoolSize (Redigo's default,
+// 0, would dial a connection per call); everything else keeps the drivers' defaults.
 func Redis(url string, o RedisOptions) ([]Lib, error) {
 	gopt, err := goredislib.ParseURL(url)
 	if err != nil {
@@ -131,9 +129,7 @@ func Redis(url string, o RedisOptions) ([]Lib, error) {
 	newRueidis := func() (rueidis.Client, error) { return rueidis.NewClient(ropt) }
 	newPool := func() *redigolib.Pool {
 		return &redigolib.Pool{
-			MaxIdle:   o.PoolSize,
-			MaxActive: o.PoolSize,
-			Wait:      true,
+			MaxIdle: o.PoolSize,
 			DialContext: func(ctx context.Context) (redigolib.Conn, error) {
 				return redigolib.DialURLContext(ctx, url)
 			},

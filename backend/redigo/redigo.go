@@ -14,13 +14,14 @@
 // server, or at a proxy or a Sentinel-managed primary (a Dial that asks Sentinel for the
 // current primary).
 //
-// Release notices come through pub/sub, sharded (SSUBSCRIBE) where the server supports it, on
-// one connection per contended key, shared by all its waiters and closed when the last one
-// leaves. That connection is dialed with the pool's DialContext (or Dial) but is not one of the
-// pool's connections: a subscription can last long and be idle for long, so it neither holds
-// one of the pool's MaxActive slots nor reads with the connection's read timeout. When a
-// subscription's connection breaks, its waiters are woken (notices may have been missed) and the
-// Backend subscribes again on a new connection, with a growing pause between failed attempts.
+// Release notices come through pub/sub, sharded (SSUBSCRIBE) where the server supports it, on a
+// few connections shared by every contended key (see WithNoticeConns). They are dialed with the
+// pool's DialContext (or Dial) but are not the pool's: a subscription can last long and be idle
+// for long, so it neither holds one of the pool's MaxActive slots nor reads with the
+// connection's read timeout. When one breaks, its waiters are woken (notices may have been
+// missed) and the Backend subscribes its channels again on a new connection, with a growing
+// pause between failed attempts. Command connections are the pool's: set MaxActive (with Wait:
+// true), or many goroutines waiting at once dial one each.
 //
 // The scripts and key layout are those of every Redis backend of this module, so clients of
 // different drivers can share locks.
