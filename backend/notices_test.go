@@ -162,35 +162,12 @@ func TestNoticesSurvivePubSubKill(t *testing.T) {
 // with at most maxNoticeConns connections per master, and notices come from there.
 func TestNoticesFromOwnShard(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
-	clients := []struct {
-		name string
-		new  func(t conformance.TB) locker.Locker
-	}{
-		{"goredis", func(t conformance.TB) locker.Locker {
-			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs, ContextTimeoutEnabled: true})
-			t.Cleanup(func() { rdb.Close() })
-			return goredis.New(rdb)
-		}},
-		{"rueidis", func(t conformance.TB) locker.Locker {
-			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cluster.Addrs})
-			if err != nil {
-				t.Fatalf("%v", err)
-			}
-			t.Cleanup(c.Close)
-			return rueidislocker.New(c)
-		}},
-	}
+	clients := clusterDrivers(cluster)
 	for _, c := range clients {
 		t.Run(c.name, func(t *testing.T) {
 			keys := manyKeys("shard:"+c.name, 600)
-			b := c.new(t)
-			release := contended(t, b, keys, 1, func() int {
-				n := 0
-				for _, addr := range cluster.Addrs {
-					n += channelsOn(t, addr)
-				}
-				return n
-			})
+			b := c.new(t, "")
+			release := contended(t, b, keys, 1, func() int { return clusterChannels(t, cluster) })
 			for _, k := range keys {
 				channel := redislock.Channel(k)
 				v, err := cluster.DoKey(k, "PUBSUB", "SHARDNUMSUB", channel)
@@ -201,6 +178,90 @@ func TestNoticesFromOwnShard(t *testing.T) {
 			for _, addr := range cluster.Addrs {
 				if n := pubsubConns(t, addr); n < 1 || n > maxNoticeConns {
 					t.Errorf("%s: %d pub/sub connections, want 1 to %d", addr, n, maxNoticeConns)
+				}
+			}
+			release()
+		})
+	}
+}
+
+// clusterDrivers are the drivers with Redis Cluster support, on cluster.
+func clusterDrivers(cluster *redistest.Cluster) []driver {
+	return []driver{
+		{"goredis", func(t conformance.TB, _ string, opts ...redislock.Option) locker.Locker {
+			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { rdb.Close() })
+			return goredis.New(rdb, opts...)
+		}},
+		{"rueidis", func(t conformance.TB, _ string, opts ...redislock.Option) locker.Locker {
+			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cluster.Addrs})
+			if err != nil {
+				t.Fatalf("%v", err)
+			}
+			t.Cleanup(c.Close)
+			return rueidislocker.New(c, opts...)
+		}},
+	}
+}
+
+// clusterChannels returns how many channels the masters of cluster have subscribers for.
+func clusterChannels(t *testing.T, cluster *redistest.Cluster) int {
+	n := 0
+	for _, addr := range cluster.Addrs {
+		n += channelsOn(t, addr)
+	}
+	return n
+}
+
+// shardSubscribers returns how many connections subscribe to key's channel on the master of
+// key's slot.
+func shardSubscribers(t *testing.T, cluster *redistest.Cluster, key string) int64 {
+	t.Helper()
+	v, err := cluster.DoKey(key, "PUBSUB", "SHARDNUMSUB", redislock.Channel(key))
+	r, _ := v.([]any)
+	if err != nil || len(r) != 2 {
+		t.Fatalf("PUBSUB SHARDNUMSUB for %s: %v, %v", key, v, err)
+	}
+	n, _ := r[1].(int64)
+	return n
+}
+
+// When a slot moves to another master, the server ends the subscriptions of its channels: the
+// Backend subscribes them again on the new master, the other channels of the shared connection
+// stay, and every waiter still takes its key on a notice.
+func TestNoticesFollowAMovedSlot(t *testing.T) {
+	for _, d := range clusterDrivers(nil) {
+		t.Run(d.name, func(t *testing.T) {
+			cluster := redistest.StartCluster(t, 3)
+			d := clusterDrivers(cluster)[map[string]int{"goredis": 0, "rueidis": 1}[d.name]]
+			moving := []string{"{moving}:a", "{moving}:b"}
+			slot := int(redislock.Slot(moving[0]))
+			from := slot * 3 / redistest.NumSlots // node i serves the i-th third of the slots
+			keys := append([]string{}, moving...)
+			for i := 0; len(keys) < 6; i++ { // keys of other slots on the same master
+				k := fmt.Sprintf("staying:%d", i)
+				if s := int(redislock.Slot(k)); s != slot && s*3/redistest.NumSlots == from {
+					keys = append(keys, k)
+				}
+			}
+			b := d.new(t, "")
+			release := contended(t, b, keys, 1, func() int { return clusterChannels(t, cluster) })
+			to := (from + 1) % 3
+			if err := cluster.MoveSlot(slot, to); err != nil {
+				t.Fatal(err)
+			}
+			for node, want := range map[int]bool{from: false, to: true} {
+				v, err := redistest.Do(cluster.Addrs[node], 0, "CLUSTER", "COUNTKEYSINSLOT", fmt.Sprint(slot))
+				if n, _ := v.(int64); err != nil || (n > 0) != want {
+					t.Fatalf("node %d holds %v keys of slot %d (%v) after the move to node %d", node, v, slot, err, to)
+				}
+			}
+			eventually(t, "the moved channels subscribed on their new master", func() bool {
+				return shardSubscribers(t, cluster, moving[0]) == 1 && shardSubscribers(t, cluster, moving[1]) == 1
+			})
+			for _, k := range keys[2:] {
+				if n := shardSubscribers(t, cluster, k); n != 1 {
+					t.Errorf("%s: %d subscribers after another slot moved, want 1", k, n)
 				}
 			}
 			release()

@@ -131,9 +131,15 @@ func (d *driver) EvalWait(ctx context.Context, s *redislock.Script, keys, args [
 
 // PubSubNode implements redislock.Driver: on a cluster, a sharded channel's node is the master
 // of its slot, from the slot map (CLUSTER SLOTS, fetched again when it is older than a second).
+// A node's own client carries channels of any slot; the cluster client's Dedicate would not.
 func (d *driver) PubSubNode(ctx context.Context, channel string, sharded bool) (string, error) {
-	if !d.cluster || !sharded || len(d.c.Nodes()) == 1 {
-		return "", nil // Dedicate reaches the one node (rueidis takes miniredis for a cluster)
+	if !d.cluster || !sharded {
+		return "", nil
+	}
+	if nodes := d.c.Nodes(); len(nodes) == 1 {
+		for addr := range nodes {
+			return addr, nil // the one master (rueidis takes miniredis for a cluster)
+		}
 	}
 	return d.slots.master(ctx, d.c, redislock.Slot(channel))
 }

@@ -388,6 +388,9 @@ func (c *noticeConn) run() {
 		queue := c.queue
 		c.queue = nil
 		h.mu.Unlock()
+		if len(queue) == 0 {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
 		err := pc.Do(ctx, commands(queue)...)
 		cancel()

@@ -209,3 +209,91 @@ func checkCoverage(ranges []slotRange, masters int) error {
 	}
 	return nil
 }
+
+// MoveSlot migrates slot, with its keys, to the master Nodes[to], the way a resharding does:
+// IMPORTING on the target, MIGRATING on the source, MIGRATE of its keys, then SETSLOT NODE on
+// every master, target first. It returns once every node's CLUSTER SLOTS shows the move (or
+// fails after 10s). Moving a slot to its owner changes nothing.
+func (c *Cluster) MoveSlot(slot, to int) error {
+	ranges, err := clusterSlots(c.Addrs[0])
+	if err != nil {
+		return err
+	}
+	var src string
+	for _, r := range ranges {
+		if r.Start <= slot && slot <= r.End {
+			src = r.Addr
+		}
+	}
+	dst := c.Addrs[to]
+	if src == "" || src == dst {
+		return nil
+	}
+	id := func(addr string) (string, error) {
+		v, err := Do(addr, DefaultTimeout, "CLUSTER", "MYID")
+		s, _ := v.(string)
+		return s, err
+	}
+	srcID, err1 := id(src)
+	dstID, err2 := id(dst)
+	if err := errors.Join(err1, err2); err != nil {
+		return err
+	}
+	s := strconv.Itoa(slot)
+	if _, err := Do(dst, DefaultTimeout, "CLUSTER", "SETSLOT", s, "IMPORTING", srcID); err != nil {
+		return err
+	}
+	if _, err := Do(src, DefaultTimeout, "CLUSTER", "SETSLOT", s, "MIGRATING", dstID); err != nil {
+		return err
+	}
+	host, port, _ := strings.Cut(dst, ":")
+	for {
+		v, err := Do(src, DefaultTimeout, "CLUSTER", "GETKEYSINSLOT", s, "100")
+		if err != nil {
+			return err
+		}
+		keys, _ := v.([]any)
+		if len(keys) == 0 {
+			break
+		}
+		args := []string{"MIGRATE", host, port, "", "0", "5000", "KEYS"}
+		for _, k := range keys {
+			ks, _ := k.(string)
+			args = append(args, ks)
+		}
+		if _, err := Do(src, DefaultTimeout, args...); err != nil {
+			return err
+		}
+	}
+	order := []string{dst, src}
+	for _, a := range c.Addrs {
+		if a != dst && a != src {
+			order = append(order, a)
+		}
+	}
+	for _, a := range order {
+		if _, err := Do(a, DefaultTimeout, "CLUSTER", "SETSLOT", s, "NODE", dstID); err != nil {
+			return err
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		moved := true
+		for _, a := range c.Addrs {
+			rs, err := clusterSlots(a)
+			if err != nil {
+				return err
+			}
+			for _, r := range rs {
+				if r.Start <= slot && slot <= r.End && r.Addr != dst {
+					moved = false
+				}
+			}
+		}
+		if moved {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redistest: slot %d not moved to %s on every node within 10s", slot, dst)
+		}
+	}
+}
