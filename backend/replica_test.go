@@ -12,12 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	"github.com/redis/rueidis"
-
 	"github.com/hashlock/locker"
-	"github.com/hashlock/locker/backend/goredis"
-	rueidislocker "github.com/hashlock/locker/backend/rueidis"
 	"github.com/hashlock/locker/conformance"
 	"github.com/hashlock/locker/internal/faultproxy"
 	"github.com/hashlock/locker/internal/redislock"
@@ -298,21 +293,7 @@ func TestReplicaAckInvalidOptions(t *testing.T) {
 // master.
 func TestReplicaAckCluster(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
-	clients := []driver{
-		{"goredis", func(t conformance.TB, _ string, opts ...redislock.Option) locker.Locker {
-			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs, ContextTimeoutEnabled: true})
-			t.Cleanup(func() { rdb.Close() })
-			return goredis.New(rdb, opts...)
-		}},
-		{"rueidis", func(t conformance.TB, _ string, opts ...redislock.Option) locker.Locker {
-			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cluster.Addrs})
-			if err != nil {
-				t.Fatalf("%v", err)
-			}
-			t.Cleanup(c.Close)
-			return rueidislocker.New(c, opts...)
-		}},
-	}
+	clients := clusterDrivers(cluster)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, d := range clients {
