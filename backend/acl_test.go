@@ -50,7 +50,9 @@ var authDrivers = []authDriver{
 	}},
 	{"redigo", func(t conformance.TB, addr, user, pass string, opts ...redislock.Option) (locker.Locker, error) {
 		pool := &redigo.Pool{
-			MaxIdle: 8,
+			// Bounded, as the README advises: 10,000 waiting goroutines must not dial 10,000
+			// connections (TestNoticeConnectionsBounded).
+			MaxIdle: 8, MaxActive: 64, Wait: true,
 			DialContext: func(ctx context.Context) (redigo.Conn, error) {
 				return redigo.DialContext(ctx, "tcp", addr, redigo.DialUsername(user), redigo.DialPassword(pass))
 			},
