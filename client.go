@@ -380,12 +380,15 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 			// again at once: a release between the refusal and the subscription sent no notice
 			// to us. A backend without notices (or a failed subscription) leaves timers only.
 			listened = true
-			ch, cancel, err := c.backend.Subscribe(ctx, r.full)
+			ch, cancel, err := c.subscribe(ctx, r.full)
 			if err == nil {
 				defer cancel()
 				notices = ch
 				refused = nil
 				continue
+			}
+			if c.ctx.Err() != nil {
+				return nil, fmt.Errorf("locker: lock %s: %w", display.Key(r.key), ErrClosed)
 			}
 			if ctx.Err() != nil {
 				refused.Err = ctx.Err()
@@ -550,4 +553,14 @@ func (c *Client) loseKey(full string) {
 			h.end(ErrLockLost)
 		}
 	}
+}
+
+// subscribe calls the backend's Subscribe with a ctx that also ends when the Client is closed,
+// so that neither Close nor ctx waits for a subscription the server does not confirm.
+func (c *Client) subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(c.ctx, func() { cancel(ErrClosed) })
+	defer stop()
+	return c.backend.Subscribe(ctx, key)
 }

@@ -2,6 +2,7 @@ package backend_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -268,4 +269,60 @@ func TestNoticesFollowAMovedSlot(t *testing.T) {
 			release()
 		})
 	}
+}
+
+// stallOnRefusal is a backend that starts a black hole (stall) once, right after its first
+// refused acquire: the subscription that follows gets no confirmation.
+type stallOnRefusal struct {
+	locker.Locker
+	once  sync.Once
+	stall func()
+}
+
+func (s *stallOnRefusal) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
+	a, err := s.Locker.Acquire(ctx, req)
+	if err == nil && !a.Acquired() {
+		s.once.Do(s.stall)
+	}
+	return a, err
+}
+
+// A waiting Lock whose subscription the server never confirms (a black hole from the moment it
+// subscribes) returns soon after its ctx ends, and soon after its Client is closed (issue 12).
+func TestSubscriptionBoundedByCtxAndClose(t *testing.T) {
+	const after, margin = 300 * time.Millisecond, 2 * time.Second
+	forEachDriver(t, func(t *testing.T, d driver) {
+		for _, byClose := range []bool{false, true} {
+			f := startFaulty(t)
+			key := "stalled:" + d.name
+			holder := locker.New(f.direct(t, d), locker.WithTTL(time.Minute))
+			if _, err := holder.Lock(context.Background(), key); err != nil {
+				t.Fatal(err)
+			}
+			c := locker.New(&stallOnRefusal{Locker: f.backend(t, d), stall: f.proxy.Blackhole},
+				locker.WithRetry(locker.LinearBackoff(time.Hour)))
+			ctx, cancel := context.WithCancel(context.Background())
+			start := time.Now()
+			end := cancel
+			if byClose {
+				end = func() { c.Close() }
+			}
+			timer := time.AfterFunc(after, end)
+			_, err := c.Lock(ctx, key)
+			took := time.Since(start)
+			timer.Stop()
+			cancel()
+			c.Close()
+			f.proxy.Heal()
+			holder.Close()
+			want := context.Canceled
+			if byClose {
+				want = locker.ErrClosed
+			}
+			if !errors.Is(err, want) || took > after+margin {
+				t.Errorf("Lock with its subscription unconfirmed, ended by close=%v at %v: %v after %v; want %v within %v",
+					byClose, after, err, took, want, margin)
+			}
+		}
+	})
 }
