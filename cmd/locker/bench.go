@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"runtime"
 	"slices"
@@ -67,7 +66,11 @@ benchmarks of bench/compare.`,
 				return usagef("bench takes one --redis (the quorum's cost is in go test -bench ./bench/)")
 			}
 			if len(cf.urls) == 1 {
-				cfg.URL = cf.urls[0]
+				pw, err := cf.readPassword()
+				if err != nil {
+					return err
+				}
+				cfg.URL, cfg.Password = cf.urls[0], pw
 			}
 			cfg.Drivers = cf.driver
 			fs.Visit(func(f *flag.Flag) {
@@ -82,6 +85,7 @@ benchmarks of bench/compare.`,
 // benchConfig is the flags of bench.
 type benchConfig struct {
 	URL       string // --redis; "" for the embedded miniredis
+	Password  string // for a URL without one: --redis-password-file or $LOCKER_REDIS_PASSWORD
 	Drivers   string // --driver: comma-separated, or "all"
 	Scenarios string // --scenario: comma-separated, or "all"
 	Time      time.Duration
@@ -208,19 +212,19 @@ func runBench(ctx context.Context, s *streams, cfg benchConfig) error {
 			report.Config.Keys = embeddedKeys
 		}
 	} else {
-		u, err := url.Parse(raw)
-		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
-			return usagef("--redis: want redis://[user:password@]host:port[/db] or rediss://…, got %s", redacted(raw))
+		if _, err := parseURL(raw); err != nil {
+			return err
 		}
-		report.Server = u.Redacted()
+		report.Server = redactURL(raw)
+		raw = withPassword(raw, cfg.Password)
 		if report.RedisVersion, err = serverVersion(ctx, raw); err != nil {
-			return fmt.Errorf("%s: %w", u.Redacted(), err)
+			return fmt.Errorf("%s: %w", report.Server, err)
 		}
 	}
 	var libs []bench.Lib
 	redisLibs, err := bench.Redis(raw, bench.RedisOptions{DisableClientCache: report.Embedded})
 	if err != nil {
-		return usagef("--redis: %v", err)
+		return urlError(raw, err)
 	}
 	for _, name := range drivers {
 		if name == "memory" {
@@ -302,7 +306,7 @@ func runBench(ctx context.Context, s *streams, cfg benchConfig) error {
 func serverVersion(ctx context.Context, raw string) (string, error) {
 	opt, err := redis.ParseURL(raw)
 	if err != nil {
-		return "", usagef("--redis: %v", err)
+		return "", urlError(raw, err)
 	}
 	opt.ContextTimeoutEnabled = true
 	rdb := redis.NewClient(opt)

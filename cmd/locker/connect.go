@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,11 @@ import (
 // every command but demo).
 const redisEnv = "LOCKER_REDIS"
 
+// passwordEnv is the environment variable that gives the Redis password for the URLs that carry
+// none (user:password@), unless --redis-password-file is given. Unlike a password in --redis,
+// ps does not show it. locker run passes neither it nor redisEnv to its command.
+const passwordEnv = "LOCKER_REDIS_PASSWORD"
+
 // drivers are the values of --driver; the first is the default.
 var drivers = []string{"goredis", "rueidis", "redigo"}
 
@@ -40,6 +46,14 @@ type connFlags struct {
 	urls     urlList // one server, or the independent servers of a quorum
 	driver   string
 	embedded bool // no URL: start an embedded miniredis (demo); else $LOCKER_REDIS, else a usage error
+	// passwordFile is --redis-password-file: its first line is the password of the URLs that
+	// carry none; without it, $LOCKER_REDIS_PASSWORD is.
+	passwordFile string
+	// holdKey is the key of a locker run: given no server, it takes the servers of the
+	// enclosing run's hold on that key (see inheritedServers).
+	holdKey string
+
+	password string // set by connect: the password of the URLs that carry none, or ""
 }
 
 // urlList is the value of --redis, which may be repeated.
@@ -62,6 +76,7 @@ func addConnFlags(fs *flag.FlagSet, embedded bool) *connFlags {
 	}
 	fs.Var(&c.urls, "redis", "Redis server `URL`: redis://[user:password@]host:port[/db], or rediss:// for TLS (default "+def+"); repeat it for a quorum of 3 or 5 independent servers (backend/quorum)")
 	fs.StringVar(&c.driver, "driver", c.driver, "Go Redis `driver`: goredis, rueidis or redigo")
+	fs.StringVar(&c.passwordFile, "redis-password-file", "", "read the Redis password from the first line of `FILE`, for each --redis URL without a password (redis://host or redis://user@host): ps does not show it, as it shows --redis (default $"+passwordEnv+")")
 	return c
 }
 
@@ -81,6 +96,18 @@ func (c *connFlags) connect(ctx context.Context) (*conn, error) {
 	if !slices.Contains(drivers, c.driver) {
 		return nil, usagef("--driver %q: must be one of goredis, rueidis, redigo", c.driver)
 	}
+	pw, err := c.readPassword()
+	if err != nil {
+		return nil, err
+	}
+	c.password = pw
+	if len(c.urls) == 0 && !c.embedded && os.Getenv(redisEnv) == "" {
+		// Inside a locker run, whose command has no $LOCKER_REDIS: its servers.
+		c.urls = c.inheritedServers()
+		if len(c.urls) == 0 {
+			return nil, usagef("no Redis server: pass --redis URL or set %s", redisEnv)
+		}
+	}
 	if len(c.urls) > 1 {
 		return c.connectQuorum(ctx)
 	}
@@ -89,9 +116,7 @@ func (c *connFlags) connect(ctx context.Context) (*conn, error) {
 		raw = c.urls[0]
 	}
 	if raw == "" && !c.embedded {
-		if raw = os.Getenv(redisEnv); raw == "" {
-			return nil, usagef("no Redis server: pass --redis URL or set %s", redisEnv)
-		}
+		raw = os.Getenv(redisEnv)
 	}
 	if raw == "" {
 		m := miniredis.NewMiniRedis()
@@ -112,18 +137,80 @@ func (c *connFlags) connect(ctx context.Context) (*conn, error) {
 	return c.connectURL(ctx, raw)
 }
 
-// connectURL connects to the server at raw.
-func (c *connFlags) connectURL(ctx context.Context, raw string) (*conn, error) {
+// readPassword returns the password for the URLs that carry none: the first line of
+// --redis-password-file, else $LOCKER_REDIS_PASSWORD, else "".
+func (c *connFlags) readPassword() (string, error) {
+	if c.passwordFile == "" {
+		return os.Getenv(passwordEnv), nil
+	}
+	b, err := os.ReadFile(c.passwordFile)
+	if err != nil {
+		return "", usagef("--redis-password-file: %v", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	if line = strings.TrimSuffix(line, "\r"); line == "" {
+		return "", usagef("--redis-password-file %s: the first line is empty", c.passwordFile)
+	}
+	return line, nil
+}
+
+// withPassword returns the URL raw with the password pw added, if raw has no password of its
+// own ("user:password@") and pw is not empty; otherwise raw. A user name alone in raw
+// (redis://alice@host) stays the user name: redis://alice:PW@host.
+func withPassword(raw, pw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || pw == "" {
+		return raw
+	}
+	user := ""
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			return raw
+		}
+		user = u.User.Username()
+	}
+	u.User = url.UserPassword(user, pw)
+	return u.String()
+}
+
+// parseURL parses the Redis URL raw; one that is not redis:// or rediss:// with a host is a
+// usage error, which does not show the URL's secrets.
+func parseURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
-		return nil, usagef("--redis: want redis://[user:password@]host:port[/db] or rediss://…, got %s", redacted(raw))
+		return nil, usagef("--redis: want redis://[user:password@]host:port[/db] or rediss://…, got %s", quotedURL(raw))
 	}
-	cn, err := dial(ctx, c.driver, raw)
+	return u, nil
+}
+
+// connectURL connects to the server at raw (with c.password if raw has none).
+func (c *connFlags) connectURL(ctx context.Context, raw string) (*conn, error) {
+	if _, err := parseURL(raw); err != nil {
+		return nil, err
+	}
+	cn, err := dial(ctx, c.driver, withPassword(raw, c.password))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("%s: %w", redactURL(raw), err)
 	}
-	cn.desc = "Redis at " + u.Redacted() + ", driver " + c.driver
+	cn.desc = "Redis at " + redactURL(raw) + ", driver " + c.driver
 	return cn, nil
+}
+
+// inheritedServers returns the servers of the hold that an enclosing locker run passed in
+// holdsEnv, as serverIDs gives them (with no credentials: the password comes from
+// --redis-password-file or $LOCKER_REDIS_PASSWORD): the hold on c.holdKey if there is one, else
+// the innermost. None outside a locker run.
+func (c *connFlags) inheritedServers() []string {
+	holds := inheritedHolds()
+	for i := len(holds) - 1; i >= 0; i-- {
+		if c.holdKey != "" && holds[i].Key == c.holdKey && len(holds[i].Servers) > 0 {
+			return slices.Clone(holds[i].Servers)
+		}
+	}
+	if len(holds) > 0 {
+		return slices.Clone(holds[len(holds)-1].Servers)
+	}
+	return nil
 }
 
 // connectQuorum connects to every server of a quorum at once. A minority of them may be down
@@ -135,15 +222,15 @@ func (c *connFlags) connectQuorum(ctx context.Context) (*conn, error) {
 	}
 	seen := map[string]string{}
 	for _, raw := range c.urls {
-		u, err := url.Parse(raw)
-		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
-			return nil, usagef("--redis: want redis://[user:password@]host:port[/db] or rediss://…, got %s", redacted(raw))
+		u, err := parseURL(raw)
+		if err != nil {
+			return nil, err
 		}
 		id := serverID(u)
 		if first, ok := seen[id]; ok {
-			return nil, usagef("--redis %s and %s: the same server (%s) twice; a quorum needs independent servers", first, u.Redacted(), id)
+			return nil, usagef("--redis %s and %s: the same server (%s) twice; a quorum needs independent servers", first, redactURL(raw), id)
 		}
-		seen[id] = u.Redacted()
+		seen[id] = redactURL(raw)
 	}
 
 	type result struct {
@@ -172,8 +259,7 @@ func (c *connFlags) connectQuorum(ctx context.Context) (*conn, error) {
 			continue
 		}
 		raw := c.urls[i]
-		u, _ := url.Parse(raw)
-		n := &lazyNode{url: u.Redacted(), lastErr: r.err, next: time.Now().Add(redialEvery),
+		n := &lazyNode{url: redactURL(raw), lastErr: r.err, next: time.Now().Add(redialEvery),
 			dial: func(ctx context.Context) (*conn, error) { return c.connectURL(ctx, raw) }}
 		nodes, closers = append(nodes, n), append(closers, n.close)
 		down, errs = append(down, errorText(r.err)), append(errs, r.err)
@@ -221,7 +307,7 @@ func dial(ctx context.Context, driver, raw string) (*conn, error) {
 	case "rueidis":
 		opt, err := rueidis.ParseURL(raw)
 		if err != nil {
-			return nil, usagef("--redis: %v", err)
+			return nil, urlError(raw, err)
 		}
 		opt.DisableCache = true // the lock does not use it, and it needs CLIENT TRACKING
 		rc, err := rueidis.NewClient(opt)
@@ -249,7 +335,7 @@ func dial(ctx context.Context, driver, raw string) (*conn, error) {
 	default:
 		opt, err := redis.ParseURL(raw)
 		if err != nil {
-			return nil, usagef("--redis: %v", err)
+			return nil, urlError(raw, err)
 		}
 		opt.ContextTimeoutEnabled = true
 		rdb := redis.NewClient(opt)
@@ -261,14 +347,78 @@ func dial(ctx context.Context, driver, raw string) (*conn, error) {
 	}
 }
 
-// redacted returns the URL raw with its password, if any, replaced by "xxxxx"; a URL that does not
-// parse is withheld whole, as it may hold a password.
-func redacted(raw string) string {
+// redactURL returns the Redis URL raw for people, without what may be a secret; every URL that
+// locker prints or writes goes through it. The user information becomes "xxxxx", as Redigo and
+// redis-cli take a user name alone for the password (redis://xxxxx@host:6379/0), except a user
+// name followed by a password, which shows (redis://alice:xxxxx@host); each value of the query
+// becomes "xxxxx" (?password=xxxxx), and a query word without a value "xxxxx" too; a fragment is
+// dropped. A URL that does not parse, or that has no "//" (redis:secret@host), is withheld
+// whole.
+func redactURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
-		return "an invalid URL"
+	if err != nil || u.Opaque != "" {
+		return invalidURL
 	}
-	return fmt.Sprintf("%q", u.Redacted())
+	out := &url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	if u.User != nil {
+		out.User = url.User(secretMask)
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			out.User = url.UserPassword(u.User.Username(), secretMask)
+		}
+	}
+	s := out.String()
+	if u.RawQuery != "" || u.ForceQuery {
+		parts := strings.Split(u.RawQuery, "&")
+		for i, p := range parts {
+			if key, _, ok := strings.Cut(p, "="); ok {
+				parts[i] = key + "=" + secretMask
+			} else if p != "" {
+				parts[i] = secretMask
+			}
+		}
+		s += "?" + strings.Join(parts, "&")
+	}
+	return s
+}
+
+// urlError is the usage error for the URL raw that a driver refused with err: err's text
+// without the values of raw's query, which drivers quote when they do not parse them
+// (?dial_timeout=…).
+func urlError(raw string, err error) error {
+	msg := err.Error()
+	if u, perr := url.Parse(raw); perr == nil {
+		for _, p := range strings.Split(u.RawQuery, "&") {
+			_, v, _ := strings.Cut(p, "=")
+			for _, s := range []string{v, unescapeQuery(v)} {
+				if s != "" {
+					msg = strings.ReplaceAll(msg, s, secretMask)
+				}
+			}
+		}
+	}
+	return usagef("--redis: %s", msg)
+}
+
+// unescapeQuery is the query value v unescaped, or v if it does not unescape.
+func unescapeQuery(v string) string {
+	if s, err := url.QueryUnescape(v); err == nil {
+		return s
+	}
+	return v
+}
+
+// secretMask stands for a secret in a redacted URL; invalidURL for a URL withheld whole.
+const (
+	secretMask = "xxxxx"
+	invalidURL = "an invalid URL (not shown: it may hold a password)"
+)
+
+// quotedURL is redactURL(raw) quoted, for a usage error.
+func quotedURL(raw string) string {
+	if r := redactURL(raw); r != invalidURL {
+		return strconv.Quote(r)
+	}
+	return invalidURL
 }
 
 // warnDown prints, for the command name, one line per quorum server that did not answer at the

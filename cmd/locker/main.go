@@ -31,10 +31,20 @@
 //	                 (3 or 5 times), a quorum of independent servers, a minority of which may
 //	                 be down at the start
 //	--driver NAME    the Go Redis driver: goredis (the default), rueidis or redigo
+//	--redis-password-file FILE
+//	                 the password of each --redis URL that has none, from the first line of
+//	                 FILE (default: the environment variable LOCKER_REDIS_PASSWORD); unlike a
+//	                 password in --redis, ps does not show it
+//
+// locker never prints what may be a password in a URL, nor its query values:
+// redis://hunter2@host (a password, to Redigo and redis-cli) shows as redis://xxxxx@host,
+// redis://user:pw@host as redis://user:xxxxx@host, ?password=pw as ?password=xxxxx.
 //
 // Without --redis, demo starts an embedded miniredis (an in-process imitation of Redis), so
 // "go run ./cmd/locker demo" needs no set-up; run, inspect and unlock take the URL from the
-// environment variable LOCKER_REDIS instead, and fail with exit code 2 when neither is given.
+// environment variable LOCKER_REDIS instead (inside the command of a locker run, which does not
+// get LOCKER_REDIS, the servers of the run's hold), and fail with exit code 2 when neither is
+// given.
 // (demo ignores LOCKER_REDIS, so that it never writes to a server nobody named on its command
 // line.) inspect and unlock touch only locks: a key holding anything else is reported and left
 // as it is.

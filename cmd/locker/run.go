@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,6 +51,13 @@ lease can expire (Linux).
 A locker run on the same key and servers inside the command re-enters this hold instead of
 waiting. With --fencing, the command finds the fencing token in $LOCKER_FENCING_TOKEN.
 
+The Redis password: in the URL (redis://user:password@host or redis://password@host), which
+ps shows to every user for as long as run runs; or, for a URL without one, the first line of
+--redis-password-file FILE, or $LOCKER_REDIS_PASSWORD, which ps does not show. The command
+gets neither $LOCKER_REDIS nor $LOCKER_REDIS_PASSWORD; a locker run inside it without --redis
+uses the servers of this hold (from $LOCKER_HOLDS, which carries no password: give it
+--redis-password-file if the server needs one).
+
 Exit status: the command's own (128+N when signal N killed it); 1 or -E when the lock was not
 obtained; 2 usage; 69 Redis or library error before the command started; 70 lock lost; 126
 cannot run; 127 not found; 128+N interrupted by signal N while waiting (Ctrl-C: 130).
@@ -67,6 +75,7 @@ Details, examples and the exit codes beside flock's: docs/locker-run.md.`,
 			if err := cfg.validate(); err != nil {
 				return err
 			}
+			cf.holdKey = cfg.Key
 			return runLocked(ctx, s, cfg, cf, argv)
 		}
 	},
@@ -363,7 +372,8 @@ func runLocked(ctx context.Context, s *streams, cfg runConfig, cf *connFlags, ar
 		fmt.Fprintf(s.err, "locker run: executing %s\n", strings.Join(argv, " "))
 	}
 
-	env := os.Environ()
+	// The command gets no Redis credentials: a nested locker run finds its servers in holdsEnv.
+	env := withoutEnv(os.Environ(), redisEnv, passwordEnv)
 	if cfg.Fencing {
 		env = setEnv(env, tokenEnv, strconv.FormatUint(lease.Token(), 10))
 	}
@@ -499,6 +509,17 @@ func serverIDs(cf *connFlags) []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// withoutEnv returns env without the variables names (in any case on Windows, where names are
+// not case-sensitive).
+func withoutEnv(env []string, names ...string) []string {
+	return slices.DeleteFunc(env, func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.ContainsFunc(names, func(n string) bool {
+			return name == n || runtime.GOOS == "windows" && strings.EqualFold(name, n)
+		})
+	})
 }
 
 // setEnv returns env with name set to value (replacing an earlier setting).
