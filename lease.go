@@ -56,7 +56,7 @@ func (l *Lease) Holds() int {
 // any Client that fences); a re-entry returns the token of the hold it re-entered. Pass it with
 // every write made under the lock, and have the storage refuse a write whose token is lower than
 // the highest it has seen: a holder that lost the lock without noticing (a process pause longer
-// than the TTL) is then rejected. See the README's Safety section.
+// than the TTL) is then rejected. See docs/safety.md.
 func (l *Lease) Token() uint64 {
 	if l == nil {
 		return 0

@@ -1,7 +1,7 @@
 // Tests of the Redis backends on servers that authenticate their clients: one with a password
 // (requirepass), and one with an ACL user restricted to a key prefix, the notice channels of its
-// keys and the commands that the drivers and the scripts send (the ACL that the README's Security
-// section documents).
+// keys and the commands that the drivers and the scripts send (the ACL that docs/security.md
+// documents).
 package backend_test
 
 import (
@@ -50,7 +50,7 @@ var authDrivers = []authDriver{
 	}},
 	{"redigo", func(t conformance.TB, addr, user, pass string, opts ...redislock.Option) (locker.Locker, error) {
 		pool := &redigo.Pool{
-			// Bounded, as the README advises: 10,000 waiting goroutines must not dial 10,000
+			// Bounded, as docs/redis.md advises: 10,000 waiting goroutines must not dial 10,000
 			// connections (TestNoticeConnectionsBounded).
 			MaxIdle: 8, MaxActive: 64, Wait: true,
 			DialContext: func(ctx context.Context) (redigo.Conn, error) {
@@ -63,7 +63,7 @@ var authDrivers = []authDriver{
 }
 
 // lockerACL is the ACL of the restricted user, as ACL SETUSER arguments after the user name: the
-// README's Security section documents it for the prefix "app:". Each entry is needed: without it
+// docs/security.md documents it for the prefix "app:". Each entry is needed: without it
 // a step below fails or the server logs a refusal.
 var lockerACL = []string{
 	"on", ">lockpw", "resetkeys", "resetchannels",

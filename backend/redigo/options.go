@@ -22,7 +22,7 @@ type Option = redislock.Option
 // again up to 3 times). Renewals wait too: one that too few acknowledged does not extend the
 // lease, so a lease that the replicas stop confirming ends. An acknowledged lock
 // survives the promotion of an acknowledging replica; a failover to one that did not acknowledge
-// can still lose it: what it guarantees and what it costs are in the README's Safety section. A
+// can still lose it: what it guarantees and what it costs are in docs/safety.md. A
 // restricted user's ACL needs +wait.
 //
 // n must be at least 1 and timeout positive, or every call of the Backend returns an error
