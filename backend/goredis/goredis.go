@@ -89,19 +89,16 @@ func (d *driver) EvalBatch(ctx context.Context, s *redislock.Script, calls []red
 // PubSubNode implements redislock.Driver: on a ClusterClient a sharded channel's node is the
 // master of its slot; on a Ring every channel's node is its shard, where the scripts publish.
 func (d *driver) PubSubNode(ctx context.Context, channel string, sharded bool) (string, error) {
-	var node *redis.Client
-	var err error
-	switch c := d.c.(type) {
+	switch d.c.(type) {
 	case *redis.ClusterClient:
 		if !sharded {
 			return "", nil
 		}
-		node, err = c.MasterForKey(ctx, channel)
 	case *redis.Ring:
-		node, err = c.GetShardClientForKey(channel)
 	default:
 		return "", nil
 	}
+	node, err := d.node(ctx, channel) // the channel is in its key's slot
 	if err != nil {
 		return "", err
 	}
