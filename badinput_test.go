@@ -71,6 +71,7 @@ func TestBadInput(t *testing.T) {
 		{name: "TTL 0", keys: []string{"k"}, want: locker.ErrInvalid, invalid: true, run: lockKey("k", locker.WithTTL(0))},
 		{name: "negative TTL", keys: []string{"k"}, want: locker.ErrInvalid, invalid: true, run: lockKey("k", locker.WithTTL(-time.Second))},
 		{name: "TTL 999µs", keys: []string{"k"}, want: locker.ErrInvalid, invalid: true, run: lockKey("k", locker.WithTTL(999*time.Microsecond))},
+		{name: "unlock timeout 0", keys: []string{"k"}, want: locker.ErrInvalid, invalid: true, run: lockKey("k", locker.WithUnlockTimeout(0))},
 		{name: "TTL 1ms", keys: []string{"k"}, run: lockKey("k", locker.WithTTL(time.Millisecond))},
 		{name: "TTL 100 years", keys: []string{"k"}, run: func(t *testing.T, c *locker.Client, _ *bench.Counter) error {
 			l, err := c.Lock(bg, "k", locker.WithTTL(100*year))

@@ -99,9 +99,11 @@ func (c *Client) Inspect(ctx context.Context, key string) (State, error) {
 	if err != nil {
 		return State{}, fmt.Errorf("locker: inspect: %w", err)
 	}
-	st, err := c.backend.Inspect(ctx, full)
+	bound, stop := c.closeBound(ctx)
+	st, err := c.backend.Inspect(bound, full)
+	stop()
 	if err != nil {
-		return State{}, fmt.Errorf("locker: inspect %s: %w", display.Key(key), err)
+		return State{}, fmt.Errorf("locker: inspect %s: %w", display.Key(key), c.closedErr(ctx, err))
 	}
 	st.Owner = display.Owner(st.Owner)
 	return st, nil
@@ -117,9 +119,11 @@ func (c *Client) ForceUnlock(ctx context.Context, key string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("locker: force unlock: %w", err)
 	}
-	removed, err := c.backend.ForceRelease(ctx, full)
+	bound, stop := c.closeBound(ctx)
+	removed, err := c.backend.ForceRelease(bound, full)
+	stop()
 	if err != nil {
-		return false, fmt.Errorf("locker: force unlock %s: %w", display.Key(key), err)
+		return false, fmt.Errorf("locker: force unlock %s: %w", display.Key(key), c.closedErr(ctx, err))
 	}
 	c.loseKey(full)
 	return removed, nil
@@ -127,10 +131,13 @@ func (c *Client) ForceUnlock(ctx context.Context, key string) (bool, error) {
 
 // Close stops the watchdog and ends the context of every lease of this Client with cause
 // ErrClosed. It does not release the locks (work may still be running under them): they expire
-// after their TTL unless their Leases are unlocked, which still works after Close. Waiting Locks
-// return ErrClosed. A background take-back of an abandoned acquire (see Lock) finishes the
-// attempt it is making, and Close waits for it, but it is not sent again. Close leaves no
-// goroutine behind and returns nil; calling it again does nothing.
+// after their TTL unless their Leases are unlocked, which still works after Close (an Unlock
+// under way goes on, within its WithUnlockTimeout). Lock, TryLock, Inspect and ForceUnlock calls
+// under way return ErrClosed at once, even while they wait for the server; an acquire of theirs
+// whose outcome is unknown is not taken back (a hold it may have left expires with its lease, as
+// the leases do). A background take-back begun before Close (see Lock) finishes the attempt it is
+// making (within 5s), and Close waits for it, but it is not sent again. Close leaves no goroutine
+// behind and returns nil; calling it again does nothing.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -205,6 +212,15 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait boo
 	if err != nil {
 		return nil, fmt.Errorf("locker: lock %s: %w", display.Key(key), err)
 	}
+	// Every backend call below is bounded by ctx and by Close; the Lease keeps ctx's values.
+	callerCtx := ctx
+	ctx, stop := c.closeBound(ctx)
+	defer func() {
+		stop()
+		if err != nil && !errors.Is(err, ErrClosed) && callerCtx.Err() == nil && c.ctx.Err() != nil {
+			err = fmt.Errorf("locker: lock %s: %w", display.Key(key), ErrClosed)
+		}
+	}()
 	r := &request{key: key, full: full, owner: cfg.owner, reentry: cfg.heldOwner, cfg: cfg}
 	if r.owner == "" {
 		if carrier := carrierOf(ctx, full); carrier != nil {
@@ -315,15 +331,15 @@ func (c *Client) abandon(r *request) {
 	r.pending = false
 	req := ReleaseRequest{Key: r.full, Owner: r.owner, ID: r.id, Undo: true, Fresh: r.fresh}
 	c.mu.Lock()
-	tracked := !c.closed // Close waits for it; once Close has begun, it no longer waits
-	if tracked {
-		c.undos.Add(1)
+	defer c.mu.Unlock()
+	if c.closed {
+		// Close ended this call (or came first): like the Client's leases, a hold the acquire
+		// may have left expires with its lease, and nothing outlives Close.
+		return
 	}
-	c.mu.Unlock()
+	c.undos.Add(1) // Close waits for it
 	go func() {
-		if tracked {
-			defer c.undos.Done()
-		}
+		defer c.undos.Done()
 		c.undo(req)
 	}()
 }
@@ -380,7 +396,7 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 			// again at once: a release between the refusal and the subscription sent no notice
 			// to us. A backend without notices (or a failed subscription) leaves timers only.
 			listened = true
-			ch, cancel, err := c.subscribe(ctx, r.full)
+			ch, cancel, err := c.backend.Subscribe(ctx, r.full)
 			if err == nil {
 				defer cancel()
 				notices = ch
@@ -456,7 +472,7 @@ func (c *Client) register(ctx context.Context, r *request, res Acquisition, seq 
 	key, full, owner, cfg, holds := r.key, r.full, r.owner, r.cfg, res.Holds
 	l := &Lease{
 		client: c, key: key, fullKey: full, owner: owner, token: res.Token,
-		holds: holds, ttl: cfg.ttl, renew: cfg.renew, outer: outerLease(ctx), turn: r.turn,
+		holds: holds, ttl: cfg.ttl, unlockTimeout: cfg.unlock, renew: cfg.renew, outer: outerLease(ctx), turn: r.turn,
 	}
 	l.values = leaseValues{parent: ctx, lease: l}
 	l.ctx, l.cancel = context.WithCancelCause(&l.values)
@@ -555,12 +571,23 @@ func (c *Client) loseKey(full string) {
 	}
 }
 
-// subscribe calls the backend's Subscribe with a ctx that also ends when the Client is closed,
-// so that neither Close nor ctx waits for a subscription the server does not confirm.
-func (c *Client) subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(c.ctx, func() { cancel(ErrClosed) })
-	defer stop()
-	return c.backend.Subscribe(ctx, key)
+// closeBound returns ctx, ending also when the Client is closed, for the backend calls of one
+// Lock, TryLock, Inspect or ForceUnlock: Close ends them at once, even inside a call that waits
+// for the server. stop releases it; call it when the call is done.
+func (c *Client) closeBound(ctx context.Context) (_ context.Context, stop func()) {
+	bound, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(c.ctx, cancel)
+	return bound, func() {
+		unhook()
+		cancel()
+	}
+}
+
+// closedErr returns ErrClosed for an error that came from the Close of the Client rather than from
+// the caller's ctx or the backend, and err otherwise.
+func (c *Client) closedErr(ctx context.Context, err error) error {
+	if c.ctx.Err() != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
+		return ErrClosed
+	}
+	return err
 }

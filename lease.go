@@ -13,18 +13,19 @@ import (
 // A Lease is one hold on a lock, returned by Lock and TryLock. Release it exactly once with
 // Unlock, typically with defer. A Lease is safe for concurrent use; its methods are nil-safe.
 type Lease struct {
-	client  *Client
-	hold    *hold  // the Client's record of (key, owner), shared by every lease of that pair
-	key     string // as the caller passed it
-	fullKey string // prefix + key, as the backend sees it
-	owner   string
-	holds   int
-	token   uint64 // the fencing token, when the Client fences
-	ttl     time.Duration
-	renew   bool
-	outer   *Lease // the lease whose context this one's was derived from, if any
-	seq     uint64 // Client.seq when it was registered: orders it against the hold's operations
-	turn    *turn  // the local turn this lease holds, passed on by Unlock or loss; nil if none
+	client        *Client
+	hold          *hold  // the Client's record of (key, owner), shared by every lease of that pair
+	key           string // as the caller passed it
+	fullKey       string // prefix + key, as the backend sees it
+	owner         string
+	holds         int
+	token         uint64 // the fencing token, when the Client fences
+	ttl           time.Duration
+	unlockTimeout time.Duration // bounds Unlock (WithUnlockTimeout)
+	renew         bool
+	outer         *Lease // the lease whose context this one's was derived from, if any
+	seq           uint64 // Client.seq when it was registered: orders it against the hold's operations
+	turn          *turn  // the local turn this lease holds, passed on by Unlock or loss; nil if none
 
 	values   leaseValues // the parent of ctx
 	ctx      context.Context
@@ -133,8 +134,8 @@ var notHeldContext = func() context.Context {
 
 // Unlock releases this hold: the owner's hold count drops by one, and at zero the lock is free
 // and waiters are woken. It ends the lease's context first, so work derived from it stops before
-// another owner can get the lock. It takes one round trip, bounded by the backend (see
-// Locker).
+// another owner can get the lock. It takes one round trip; all of it is bounded by
+// WithUnlockTimeout (default 5s), whatever the driver does. Close does not cut it short.
 //
 // A release whose reply was lost is sent again with the same request ID, so that it never
 // removes two holds: up to 3 attempts, 50ms and 100ms apart, while the backend is unavailable.
@@ -152,11 +153,16 @@ func (l *Lease) Unlock() error {
 	}
 	l.client.forget(l)
 	l.end(nil)
-	// The release keeps the values of the lease's context (tracing) but not its end; the
-	// backend bounds the call (the Redis backends by their I/O timeouts: 10s at most).
-	err := l.client.release(context.WithoutCancel(l.ctx), l.fullKey, l.owner)
+	// The release keeps the values of the lease's context (tracing) but not its end.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), l.unlockTimeout)
+	err := l.client.release(ctx, l.fullKey, l.owner)
+	timedOut := ctx.Err() != nil
+	cancel()
 	l.passTurn() // after the release: the next local waiter tries at once
-	if err != nil {
+	switch {
+	case err != nil && timedOut:
+		return fmt.Errorf("locker: unlock %s: no answer within %v (WithUnlockTimeout); the hold may stay until its lease runs out: %w", display.Key(l.key), l.unlockTimeout, err)
+	case err != nil:
 		return fmt.Errorf("locker: unlock %s: %w", display.Key(l.key), err)
 	}
 	return nil

@@ -12,6 +12,9 @@ import (
 const (
 	// DefaultTTL is the lease length when no WithTTL is given.
 	DefaultTTL = 30 * time.Second
+	// DefaultUnlockTimeout bounds an Unlock, all its attempts together, when no
+	// WithUnlockTimeout is given.
+	DefaultUnlockTimeout = 5 * time.Second
 	// MinTTL is the shortest lease accepted: backends count leases in whole milliseconds.
 	MinTTL = time.Millisecond
 	// MaxKeyLen is the longest key accepted, in bytes, key prefix included.
@@ -40,11 +43,12 @@ type config struct {
 	label     string // put in front of fresh owner tokens (WithOwnerLabel)
 	prefix    string
 	fence     bool
-	err       error // the first invalid option, reported by every call that uses this config
+	unlock    time.Duration // bound of an Unlock (WithUnlockTimeout)
+	err       error         // the first invalid option, reported by every call that uses this config
 }
 
 func defaultConfig() config {
-	return config{ttl: DefaultTTL, renew: true, retry: defaultRetry}
+	return config{ttl: DefaultTTL, renew: true, retry: defaultRetry, unlock: DefaultUnlockTimeout}
 }
 
 // with returns a copy of c with opts applied.
@@ -179,4 +183,19 @@ func WithKeyPrefix(p string) Option {
 // Default: off, Token returns 0.
 func WithFencing() Option {
 	return func(c *config) { c.fence = true }
+}
+
+// WithUnlockTimeout bounds each Unlock of the leases it applies to: the release, with the
+// attempts Unlock makes while the backend is unavailable, ends within d, whatever the driver's
+// own timeouts and retries. An Unlock that runs out of time returns an error wrapping
+// context.DeadlineExceeded; the hold then stays on the backend until its lease runs out (the
+// watchdog no longer renews it). Default DefaultUnlockTimeout (5s); d must be positive.
+func WithUnlockTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid(fmt.Errorf("%w: WithUnlockTimeout(%v): must be positive", ErrInvalid, d))
+			return
+		}
+		c.unlock = d
+	}
 }

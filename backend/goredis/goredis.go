@@ -5,10 +5,10 @@
 //	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
 //	client := locker.New(goredis.New(rdb))
 //
-// Create the client with ContextTimeoutEnabled: true. Without it go-redis ignores the deadlines
-// of contexts and bounds each call by its ReadTimeout and WriteTimeout instead (3s by default):
-// a Lock whose ctx ends, or an Unlock, can then take that long against a server that stopped
-// answering. (The lock's safety does not depend on it: a lease's context ends on time either way.)
+// Every call returns when its ctx ends, even while go-redis waits for a reply (go-redis itself
+// watches a ctx only before it sends). Creating the client with ContextTimeoutEnabled: true is
+// still better: go-redis then gives up the reply at the ctx's deadline too, instead of at its
+// ReadTimeout (3s by default), and frees the connection sooner.
 //
 // Scripts run through go-redis script objects (EVALSHA, EVAL when the server lost its script
 // cache); renewals of many leases go out in one pipeline (one per node on a cluster); release
@@ -40,7 +40,7 @@ type Backend struct {
 func New(c redis.UniversalClient, opts ...Option) *Backend {
 	d := &driver{c: c, scripts: redislock.PrepareScripts(redis.NewScript)}
 	_, d.cluster = c.(*redis.ClusterClient)
-	return &Backend{redislock.New(d, "goredis", opts...)}
+	return &Backend{redislock.New(redislock.Interruptible(d), "goredis", opts...)}
 }
 
 // driver implements redislock.Driver with go-redis.

@@ -45,7 +45,7 @@ type Backend struct {
 
 // New returns a Backend on c, configured by opts (none by default). The Backend never closes c.
 func New(c rueidis.Client, opts ...Option) *Backend {
-	return &Backend{redislock.New(newDriver(c), "rueidis", opts...)}
+	return &Backend{redislock.New(redislock.Interruptible(newDriver(c)), "rueidis", opts...)}
 }
 
 func newDriver(c rueidis.Client) *driver {
