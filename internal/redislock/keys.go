@@ -1,10 +1,119 @@
 package redislock
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"strings"
 	"sync"
 )
+
+// A lock key K has companions: its fencing counter (FenceKey), the markers of its requests
+// (MarkerKey) and its release-notice channel (Channel). Each is named
+//
+//	P + ":locker:" + suffix + Z
+//
+// so that
+//   - it starts with K (or, for a key longer than maxWholeKey bytes, with its first keptKey
+//     bytes), and an ACL key or channel pattern for the locks ("~app:*", "&app:*") covers it;
+//   - it hashes to K's cluster slot, so that one script can touch the lock and its companions
+//     and SPUBLISH to its channel;
+//   - it stays short whatever the key (at most about 190 bytes);
+//   - no two (key, companion) pairs share a name: the name can be read back, because neither
+//     suffix nor Z ever contains ":locker:", so the name's last ":locker:" ends P.
+//
+// P is K itself up to maxWholeKey bytes, else K's first keptKey bytes, "~" and the hex of the
+// first 16 bytes of its SHA-256 (97 bytes, so never a short key). The suffix is "fence",
+// "released" or "req:" + the request ID, the ID written as "~" and the hex of a digest unless
+// it is up to maxWholeID bytes of [A-Za-z0-9._-] (the Client's IDs are), so that a suffix never
+// holds braces or a colon. Z puts the name in K's slot:
+//   - nothing when the name has a hash tag: it is K's ("{user}:7" gives "{user}:7:locker:fence");
+//   - "{" + a tag of K's slot + "}" when the name has no '{' ("job" gives
+//     "job:locker:fence{<tag>}", "}x" gives "}x:locker:fence{<tag>}");
+//   - otherwise (a '{' but no valid tag, as in "a{b" or "x{}y": Redis hashes the whole name)
+//     "~" + 3 alphanumeric characters chosen so that the whole name hashes to K's slot.
+//
+// A user's key may still be named like a companion: the scripts check every companion before
+// they write anything, and refuse with NOTALOCK one that holds something they did not write
+// (lua/lib.lua).
+const (
+	maxWholeKey = 96 // the longest key a companion's name keeps whole
+	keptKey     = 64 // how much of a longer key it keeps
+	maxWholeID  = 64 // the longest request ID a marker's name keeps whole
+	digestBytes = 16 // how much of a SHA-256 names a long key or an unusual ID
+)
+
+// FenceKey returns the name of the fencing counter of the lock key.
+func FenceKey(key string) string { return companion(key, "fence", "") }
+
+// MarkerKey returns the name of the marker of request id on the lock key.
+func MarkerKey(key, id string) string { return companion(key, "req:", id) }
+
+// Channel returns the release-notice channel of the lock key. Like every companion, it hashes
+// to the key's cluster slot, so a script can SPUBLISH to it.
+func Channel(key string) string { return companion(key, "released", "") }
+
+// companion returns the name P + ":locker:" + suffix + the id's part + Z described above.
+func companion(key, suffix, id string) string {
+	var b strings.Builder
+	b.Grow(min(len(key), maxWholeKey+1) + len(":locker:") + len(suffix) + min(len(id), 2*digestBytes+1) + 8)
+	if len(key) <= maxWholeKey {
+		b.WriteString(key)
+	} else {
+		b.WriteString(key[:keptKey])
+		writeDigest(&b, key)
+	}
+	b.WriteString(":locker:")
+	b.WriteString(suffix)
+	if plainID(id) {
+		b.WriteString(id)
+	} else {
+		writeDigest(&b, id)
+	}
+	name := b.String() // b only grows: name stays valid
+	slot := Slot(key)
+	switch {
+	case strings.IndexByte(name, '{') < 0:
+		b.WriteByte('{')
+		b.WriteString(slotTag(slot))
+		b.WriteByte('}')
+	case hashTag(name) != name:
+		// The name's first '{' is in P and none of what follows it holds a '}': the name has a
+		// tag only if P, and so K, has that tag (a long key's tag too, if P kept it whole).
+	default:
+		b.WriteByte('~')
+		b.WriteString(slotSuffix(b.String(), slot))
+	}
+	return b.String()
+}
+
+// writeDigest writes "~" and the hex of the first digestBytes bytes of s's SHA-256.
+func writeDigest(b *strings.Builder, s string) {
+	sum := sha256.Sum256([]byte(s))
+	var h [2 * digestBytes]byte
+	hex.Encode(h[:], sum[:digestBytes])
+	b.WriteByte('~')
+	b.Write(h[:])
+}
+
+// plainID reports whether a marker's name may hold id as it is: up to maxWholeID bytes of
+// [A-Za-z0-9._-].
+func plainID(id string) bool {
+	if len(id) > maxWholeID {
+		return false
+	}
+	for i := range len(id) {
+		if c := id[i]; !isAlnum(c) && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// isAlnum reports whether c is an ASCII letter or digit.
+func isAlnum(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
 
 // hashTag returns the part of key that Redis Cluster hashes: the content of the first {…} pair
 // when it is not empty, else the whole key.
@@ -17,25 +126,21 @@ func hashTag(key string) string {
 	return key
 }
 
-// Channel returns the release-notice channel of a lock key. It hashes to the key's cluster slot,
-// so a script can SPUBLISH to it: a key with a hash tag keeps it, other keys become the tag. (A
-// key without a valid tag but with a '}' cannot be tagged: its channel may land in another slot,
-// and its waiters then rely on timers alone.)
-func Channel(key string) string {
-	if tag := hashTag(key); tag != key || strings.IndexByte(key, '}') >= 0 {
-		return key + ":locker:released"
+// Slot returns the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag, modulo 16384.
+func Slot(key string) uint16 { return crc16(0, hashTag(key)) % 16384 }
+
+// crc16 continues CRC16/XMODEM, the checksum of Redis Cluster's key slots, from crc over s.
+func crc16(crc uint16, s string) uint16 {
+	for i := range len(s) {
+		crc = crc<<8 ^ crcTable[byte(crc>>8)^s[i]]
 	}
-	return "{" + key + "}:locker:released"
+	return crc
 }
 
-// Slot returns the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag, modulo 16384.
-func Slot(key string) uint16 { return crc16(hashTag(key)) % 16384 }
-
-// crc16 is CRC16/XMODEM, the checksum of Redis Cluster's key slots.
-func crc16(s string) uint16 {
-	var crc uint16
-	for _, b := range []byte(s) {
-		crc ^= uint16(b) << 8
+// crcTable is CRC16/XMODEM (polynomial 0x1021) of every byte.
+var crcTable = func() (t [256]uint16) {
+	for i := range t {
+		crc := uint16(i) << 8
 		for range 8 {
 			if crc&0x8000 != 0 {
 				crc = crc<<1 ^ 0x1021
@@ -43,47 +148,21 @@ func crc16(s string) uint16 {
 				crc <<= 1
 			}
 		}
+		t[i] = crc
 	}
-	return crc
-}
-
-// Companion returns the name of a key that belongs to the lock key (its fencing counter, its
-// request markers): key, then ":locker:" and suffix, in key's cluster slot so that one script can
-// touch both, and starting with key so that an ACL key pattern for the locks covers it too.
-//   - A key with a hash tag keeps it: "{user}:7" gives "{user}:7:locker:fence".
-//   - A key without braces becomes its own tag: "job" gives "job{job}:locker:fence".
-//   - A key with braces but no valid tag (rare: "a{b", "x{}y") cannot keep its slot when
-//     anything is appended, so it gets a tag of its slot in front: "{<tag>}x{}y:locker:fence".
-func Companion(key, suffix string) string { return companion(key, suffix, "") }
-
-// companion is Companion(key, suffix+more), in one allocation.
-func companion(key, suffix, more string) string {
-	switch {
-	case hashTag(key) != key:
-		return key + ":locker:" + suffix + more
-	case strings.IndexByte(key, '{') < 0 && strings.IndexByte(key, '}') < 0:
-		return key + "{" + key + "}:locker:" + suffix + more
-	default:
-		return "{" + slotTag(Slot(key)) + "}" + key + ":locker:" + suffix + more
-	}
-}
-
-// FenceKey returns the name of the fencing counter of the lock key: Companion(key, "fence").
-func FenceKey(key string) string { return companion(key, "fence", "") }
-
-// MarkerKey returns the name of the marker of request id on the lock key: Companion(key,
-// "req:"+id).
-func MarkerKey(key, id string) string { return companion(key, "req:", id) }
+	return t
+}()
 
 // slotTag returns a short string whose slot is slot: the smallest number, in base 36, that
 // hashes to it. The table is built on first use (about 160,000 hashes).
 func slotTag(slot uint16) string {
 	slotTagsOnce.Do(func() {
 		filled := 0
+		var buf [16]byte
 		for n := uint64(0); filled < len(slotTags); n++ {
-			tag := strconv.FormatUint(n, 36)
-			if s := crc16(tag) % 16384; slotTags[s] == "" {
-				slotTags[s] = tag
+			tag := strconv.AppendUint(buf[:0], n, 36)
+			if s := crc16(0, string(tag)) % 16384; slotTags[s] == "" {
+				slotTags[s] = string(tag)
 				filled++
 			}
 		}
@@ -91,7 +170,30 @@ func slotTag(slot uint16) string {
 	return slotTags[slot]
 }
 
+// slotSuffix returns 3 alphanumeric characters X such that the whole of a+X hashes to slot. CRC16
+// with a zero start and no final xor is linear: crc(a+X) = crc(a+"\x00\x00\x00") ^ crc(X), so X
+// is the entry of the wanted low 14 bits of crc(X) in a table built on first use (of the
+// 238,328 three-character strings, the first for each value; every value has one).
+func slotSuffix(a string, slot uint16) string {
+	slotSuffixesOnce.Do(func() {
+		const alnum = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		for _, x := range []byte(alnum) {
+			for _, y := range []byte(alnum) {
+				for _, z := range []byte(alnum) {
+					s := string([]byte{x, y, z})
+					if v := crc16(0, s) & 0x3FFF; slotSuffixes[v] == "" {
+						slotSuffixes[v] = s
+					}
+				}
+			}
+		}
+	})
+	return slotSuffixes[(crc16(crc16(0, a), "\x00\x00\x00")^slot)&0x3FFF]
+}
+
 var (
-	slotTagsOnce sync.Once
-	slotTags     [16384]string
+	slotTagsOnce     sync.Once
+	slotTags         [16384]string
+	slotSuffixesOnce sync.Once
+	slotSuffixes     [16384]string
 )
