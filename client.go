@@ -20,6 +20,7 @@ type Client struct {
 	ctx     context.Context // ends at Close: bounds the watchdog's calls and wakes waiting Locks
 	stopCtx context.CancelFunc
 	ids     idSource // request IDs for Acquire and Release
+	calls   callSet  // the calls under way, which Close ends
 
 	mu     sync.Mutex
 	closed bool
@@ -99,9 +100,9 @@ func (c *Client) Inspect(ctx context.Context, key string) (State, error) {
 	if err != nil {
 		return State{}, fmt.Errorf("locker: inspect: %w", err)
 	}
-	bound, stop := c.closeBound(ctx)
+	bound, id, cancel := c.calls.begin(ctx)
 	st, err := c.backend.Inspect(bound, full)
-	stop()
+	c.calls.end(id, cancel)
 	if err != nil {
 		return State{}, fmt.Errorf("locker: inspect %s: %w", display.Key(key), c.closedErr(ctx, err))
 	}
@@ -119,9 +120,9 @@ func (c *Client) ForceUnlock(ctx context.Context, key string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("locker: force unlock: %w", err)
 	}
-	bound, stop := c.closeBound(ctx)
+	bound, id, cancel := c.calls.begin(ctx)
 	removed, err := c.backend.ForceRelease(bound, full)
-	stop()
+	c.calls.end(id, cancel)
 	if err != nil {
 		return false, fmt.Errorf("locker: force unlock %s: %w", display.Key(key), c.closedErr(ctx, err))
 	}
@@ -146,6 +147,7 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	c.stopCtx()
+	c.calls.close()
 	for _, h := range c.held {
 		h.end(ErrClosed)
 	}
@@ -214,9 +216,9 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait boo
 	}
 	// Every backend call below is bounded by ctx and by Close; the Lease keeps ctx's values.
 	callerCtx := ctx
-	ctx, stop := c.closeBound(ctx)
+	ctx, id, cancel := c.calls.begin(ctx)
 	defer func() {
-		stop()
+		c.calls.end(id, cancel)
 		if err != nil && !errors.Is(err, ErrClosed) && callerCtx.Err() == nil && c.ctx.Err() != nil {
 			err = fmt.Errorf("locker: lock %s: %w", display.Key(key), ErrClosed)
 		}
@@ -568,18 +570,6 @@ func (c *Client) loseKey(full string) {
 			delete(c.held, id)
 			h.end(ErrLockLost)
 		}
-	}
-}
-
-// closeBound returns ctx, ending also when the Client is closed, for the backend calls of one
-// Lock, TryLock, Inspect or ForceUnlock: Close ends them at once, even inside a call that waits
-// for the server. stop releases it; call it when the call is done.
-func (c *Client) closeBound(ctx context.Context) (_ context.Context, stop func()) {
-	bound, cancel := context.WithCancel(ctx)
-	unhook := context.AfterFunc(c.ctx, cancel)
-	return bound, func() {
-		unhook()
-		cancel()
 	}
 }
 
