@@ -67,15 +67,15 @@ var authDrivers = []authDriver{
 // a step below fails or the server logs a refusal.
 var lockerACL = []string{
 	"on", ">lockpw", "resetkeys", "resetchannels",
-	"~app:*",
-	// redislock.Channel: "{app:x}:locker:released", or "app:{t}:locker:released" for a key
-	// with a hash tag.
-	"&{app:*}:locker:released", "&app:*:locker:released",
+	// The locks and their companions (request markers, fencing counters, notice channels:
+	// redislock.FenceKey, MarkerKey, Channel) all start with the key, or with a long key's first
+	// 64 bytes.
+	"~app:*", "&app:*",
 	"-@all",
 	// The scripts, with the EVAL and SCRIPT LOAD fallbacks, and the commands they call.
 	"+evalsha", "+eval", "+script|load",
 	"+exists", "+hexists", "+hget", "+hset", "+hincrby", "+hdel", "+hgetall", "+pexpire", "+pttl", "+del", "+spublish",
-	// Request markers and fencing counters (redislock.MarkerKey, FenceKey: under the prefix).
+	// Request markers and fencing counters.
 	"+get", "+set", "+time",
 	// Notices: a key's channel leaves a shared connection with SUNSUBSCRIBE; rueidis pings its
 	// connections.
@@ -123,8 +123,9 @@ func TestRequirePass(t *testing.T) {
 }
 
 // A user restricted by lockerACL can do everything on keys under its prefix, with and without a
-// hash tag, also after the server lost its script cache; a key outside the prefix is refused
-// with NOPERM. Nothing else any driver sends is refused: the server's ACL log has no other entry.
+// hash tag, with stray braces, and longer than a companion keeps (issue 12, item 6), also after
+// the server lost its script cache; a key outside the prefix is refused with NOPERM. Nothing else
+// any driver sends is refused: the server's ACL log has no other entry.
 func TestRestrictedACLUser(t *testing.T) {
 	srv := redistest.StartServer(t)
 	srv.Do(t, append([]string{"ACL", "SETUSER", "locker"}, lockerACL...)...)
@@ -141,6 +142,9 @@ func TestRestrictedACLUser(t *testing.T) {
 			flush := func() { srv.Do(t, "SCRIPT", "FLUSH") }
 			exercise(t, newBackend, "app:"+d.name, flush)
 			exercise(t, newBackend, "app:{"+d.name+"}:tagged", flush)
+			for _, key := range []string{"x{}y", "a{b", "}x", strings.Repeat("k", 200)} {
+				exercise(t, newBackend, "app:"+d.name+":"+key)
+			}
 
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()

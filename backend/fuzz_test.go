@@ -3,6 +3,7 @@ package backend_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +38,10 @@ func FuzzBackendsAgree(f *testing.F) {
 	// Sent again, taken back, fenced: acquire with id twice, release with id twice, take back.
 	f.Add("job", "o", "r", uint16(10), []byte{10, 10, 30, 40, 11, 11, 21, 41, 71, 3})
 	f.Add("a{b", "o", "r", uint16(10), []byte{40, 40, 70, 1, 10, 41, 41, 3})
+	// Companions of stray braces and of a long key, and an ID that their names cannot hold as it is.
+	f.Add("x{}y", "o", "r{1}:locker:fence", uint16(10), []byte{40, 40, 70, 1, 10, 41, 41, 3})
+	f.Add("}x", "o", "r", uint16(10), []byte{10, 30, 11, 1, 41, 3})
+	f.Add(strings.Repeat("{k", 100), "o", strings.Repeat("r", 100), uint16(10), []byte{40, 40, 70, 1, 10, 41, 41, 3})
 
 	m := redistest.Miniredis(f)
 	if err := m.Start(); err != nil {

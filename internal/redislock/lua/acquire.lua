@@ -11,7 +11,8 @@
 -- Returns {holds, token}: the owner's hold count after the call (>= 1) when acquired or
 -- re-entered, with the fencing token (0 without fencing); or, when another owner holds the lock,
 -- {minus the holder's remaining lease in ms (< 0; 0 if unknown), 0}. Errors: NOTHELD for a
--- re-entry ('r') when the owner holds no lock; NOTALOCK when the key is not a lock.
+-- re-entry ('r') when the owner holds no lock; NOTALOCK when the key is not a lock, or the
+-- marker or the fencing counter is not a number (lib.lua): nothing is written then.
 -- A request sent again changes nothing: a fresh owner's is recognised by its hold (no marker is
 -- written: the common case costs nothing), another owner's by its marker. Either reports the
 -- first outcome while the hold is there; a request taken back (marker 0) is refused with {0, 0}.
@@ -23,30 +24,31 @@ local marker = flags:find('m', 1, true) and KEYS[2]
 local fence = flags:find('f', 1, true) and KEYS[#KEYS]
 local fresh = flags:find('n', 1, true)
 local reentry = flags:find('r', 1, true)
+-- Every key is checked before anything is written: an error leaves everything as it was.
 local state = lockState(lock)
 if type(state) == 'table' then
   return state
 end
-local function current()
-  if not fence then
-    return 0
-  end
-  return tonumber(redis.call('get', fence)) or 0
+local done = marker and counter(marker, 'request marker')
+if type(done) == 'table' then
+  return done
 end
-if marker then
-  local done = redis.call('get', marker)
-  if done then
-    redis.call('pexpire', marker, 20000)
-    if done ~= '0' and redis.call('hexists', lock, owner) == 1 then
-      return {tonumber(done), current()}
-    end
-    return {0, 0}
+local latest = fence and counter(fence, 'fencing counter')
+if type(latest) == 'table' then
+  return latest
+end
+latest = tonumber(latest) or 0 -- the latest token; 0 without fencing or a counter yet
+if done then
+  redis.call('pexpire', marker, 20000)
+  if done ~= '0' and redis.call('hexists', lock, owner) == 1 then
+    return {tonumber(done), latest}
   end
+  return {0, 0}
 end
 local held = state == 'lock' and tonumber(redis.call('hget', lock, owner))
 if fresh and held then
   redis.call('pexpire', lock, ARGV[2]) -- this very request, sent again
-  return {held, current()}
+  return {held, latest}
 end
 if reentry and not held then
   return redis.error_reply('NOTHELD the owner holds no lock on the key')
@@ -66,10 +68,10 @@ if held or state == 'free' then
       -- more: tokens keep growing after the server lost the counter (a restart without
       -- persistence, a failover to a replica that missed it), unless its clock went back.
       local now = redis.call('time')
-      token = math.max(current() + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
+      token = math.max(latest + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
       redis.call('set', fence, string.format('%d', token))
     else
-      token = current()
+      token = latest
     end
   end
   if marker and not fresh then

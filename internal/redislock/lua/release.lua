@@ -8,8 +8,8 @@
 -- A marker lives 20000 ms (locker.RequestWindow).
 -- Returns the holds left (>= 0), or -1 when there is nothing to release: the owner holds no lock
 -- on the key, or (take-back) the acquire did not take effect. Error NOTALOCK when the key is
--- not a lock. The lease is left as it is while
--- holds remain.
+-- not a lock, or the marker is not a number (lib.lua): nothing is written then. The lease is
+-- left as it is while holds remain.
 -- A release sent again changes nothing but its marker's lifetime (a write, for a WAIT after it:
 -- see acquire.lua); the marker reports the first outcome.
 -- A take-back leaves the acquire's marker at 0, so that the acquire, if it arrives later, is
@@ -19,12 +19,16 @@ local flags = ARGV[3]
 local marker = flags:find('m', 1, true) and KEYS[2]
 local undo = marker and flags:find('u', 1, true)
 local fresh = flags:find('n', 1, true)
+-- Every key is checked before anything is written: an error leaves everything as it was.
 local state = lockState(lock)
 if type(state) == 'table' then
   return state
 end
+local done = marker and counter(marker, 'request marker')
+if type(done) == 'table' then
+  return done
+end
 if marker then
-  local done = redis.call('get', marker)
   if undo then
     redis.call('set', marker, 0, 'px', 20000)
     if done == '0' or (not done and not fresh) then
