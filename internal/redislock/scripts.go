@@ -8,8 +8,10 @@
 //
 //   - A lock is a hash at the lock's key: field = owner token, value = hold count, and the
 //     marker field "" = "locker" that tells a lock from anybody else's hash; the key's TTL is
-//     the lease. Scripts take the key in KEYS and touch no other key. A key that holds anything
-//     else is never written, renewed or deleted: the scripts answer NOTALOCK (lua/lib.lua).
+//     the lease. Scripts take the key in KEYS, with its companions (request markers, the fencing
+//     counter: keys.go), and touch no other key. A key that holds anything else is never
+//     written, renewed or deleted, and nor is a companion that holds anything but a number: the
+//     scripts check every key before they write and answer NOTALOCK (lua/lib.lua).
 //   - Release notices go to the channel Channel(key), which hashes to the lock's cluster slot:
 //     by SPUBLISH where the server has it (Redis >= 7), else by PUBLISH; subscribers use
 //     SSUBSCRIBE or SUBSCRIBE to match.
