@@ -21,8 +21,10 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		return locker.Acquisition{}, b.err
 	}
 	start := time.Now()
-	res := all(ctx, b, min(b.timeout, req.TTL), func(ctx context.Context, _ int, n locker.Locker) (locker.Acquisition, error) {
-		return n.Acquire(ctx, req)
+	res := all(ctx, b, min(b.timeout, req.TTL), func(ctx context.Context, i int, n locker.Locker) (locker.Acquisition, error) {
+		nreq := req
+		nreq.Owner, nreq.ID = b.nodeOwner(i, req.Owner), b.nodeID(i, req.ID)
+		return n.Acquire(ctx, nreq)
 	})
 	var (
 		holds    []int
@@ -48,6 +50,12 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	if invalid != nil {
 		b.takeBack(ctx, req, res)
 		return locker.Acquisition{}, invalid
+	}
+	if mixed(res) {
+		if err := b.checkNodeSet(ctx, req, res); err != nil {
+			b.takeBack(ctx, req, res)
+			return locker.Acquisition{}, err
+		}
 	}
 	if len(holds) >= b.majority && time.Since(start) < req.TTL-drift(req.TTL) {
 		a := locker.Acquisition{Holds: kth(holds, b.majority)}
@@ -126,11 +134,13 @@ func commonest(vs []uint64, k int) uint64 {
 // plain release of the nodes that granted it.
 func (b *Backend) takeBack(ctx context.Context, req locker.AcquireRequest, res []outcome[locker.Acquisition]) {
 	ctx = context.WithoutCancel(ctx)
-	undo := locker.ReleaseRequest{Key: req.Key, Owner: req.Owner, ID: req.ID, Undo: req.ID != "", Fresh: req.Fresh}
+	undo := locker.ReleaseRequest{Key: req.Key, Undo: req.ID != "", Fresh: req.Fresh}
 	all(ctx, b, b.timeout, func(ctx context.Context, i int, n locker.Locker) (struct{}, error) {
 		granted := res[i].err == nil && res[i].v.Acquired()
 		if granted || (undo.Undo && mayHaveActed(res[i].err)) {
-			_, err := n.Release(ctx, undo)
+			nundo := undo
+			nundo.Owner, nundo.ID = b.nodeOwner(i, req.Owner), b.nodeID(i, req.ID)
+			_, err := n.Release(ctx, nundo)
 			return struct{}{}, err
 		}
 		return struct{}{}, nil
@@ -143,8 +153,10 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 	if b.err != nil {
 		return 0, b.err
 	}
-	res := all(ctx, b, b.timeout, func(ctx context.Context, _ int, n locker.Locker) (int, error) {
-		return n.Release(ctx, req)
+	res := all(ctx, b, b.timeout, func(ctx context.Context, i int, n locker.Locker) (int, error) {
+		nreq := req
+		nreq.Owner, nreq.ID = b.nodeOwner(i, req.Owner), b.nodeID(i, req.ID)
+		return n.Release(ctx, nreq)
 	})
 	var (
 		left        []int
@@ -183,8 +195,12 @@ func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 		}
 		return errs
 	}
-	res := all(ctx, b, b.timeout, func(ctx context.Context, _ int, n locker.Locker) ([]error, error) {
-		return n.Renew(ctx, batch), nil
+	res := all(ctx, b, b.timeout, func(ctx context.Context, i int, n locker.Locker) ([]error, error) {
+		nbatch := make([]locker.Renewal, len(batch))
+		for j, r := range batch {
+			nbatch[j] = locker.Renewal{Key: r.Key, Owner: b.nodeOwner(i, r.Owner), TTL: r.TTL}
+		}
+		return n.Renew(ctx, nbatch), nil
 	})
 	for i, r := range batch {
 		renewed, notHeld := 0, 0
@@ -217,7 +233,8 @@ func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 }
 
 // Inspect implements locker.Locker: the lock is held when a majority reports it held; then the
-// hold count and remaining lease are the largest that a majority reports.
+// hold count and remaining lease are the largest that a majority reports, and the owner the
+// caller's token, without the quorum's mark (see the package documentation).
 func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error) {
 	if b.err != nil {
 		return locker.State{}, b.err
@@ -243,7 +260,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error)
 			answered++
 			holds = append(holds, r.v.Holds)
 			ttls = append(ttls, r.v.TTL)
-			owners[r.v.Owner]++
+			owners[stripMark(r.v.Owner)]++
 		default:
 			answered++
 		}

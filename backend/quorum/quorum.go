@@ -30,11 +30,21 @@
 //     one, so later tokens are larger. A re-entry reports the token that a majority of its
 //     holding nodes agree on. Nodes must implement locker.FenceRaiser (all backends of this
 //     module do).
+//   - The node set: every client of a key must use the same nodes, or two clients could each
+//     hold it on a majority of their own. So each node receives the caller's owner token
+//     behind a mark, "quorum:<node count>:<node tag>:<fingerprint>#", where the fingerprint
+//     covers the node count and the sorted Config.Names, and the tag is the node's rank by
+//     name (without Names: its position); Inspect strips the mark. When an acquire is granted
+//     by some nodes and refused by others, the refusing nodes are inspected (only then: the
+//     uncontended path has no extra round trip), and a holder marked by another configuration,
+//     or unmarked (a client of that server alone), or this owner's own hold taken through
+//     another node (one server under two names), fails the acquire with ErrNodeSet after the
+//     take-back. A mismatch is seen only where the two quorums' locks meet on a node.
 //
-// Request IDs are passed on unchanged: each node remembers them, so retries are as safe as on
-// one node. The nodes' clocks need not agree; the drift allowance (1% of the TTL + 2ms, as the
-// Client's) covers their rate differences. Use 3 or 5 nodes; 1 or 2 nodes give no fault
-// tolerance.
+// Request IDs are passed on with the node's tag appended (each node remembers them), so retries
+// are as safe as on one node. The nodes' clocks need not agree; the drift allowance (1% of the
+// TTL + 2ms, as the Client's) covers their rate differences. Use 3 or 5 independent nodes; 1 or
+// 2 nodes give no fault tolerance. What a quorum needs: "The quorum" in docs/safety.md.
 package quorum
 
 import (
@@ -60,8 +70,17 @@ const DefaultNodeTimeout = 500 * time.Millisecond
 
 // Config configures a Backend.
 type Config struct {
-	// Nodes are the independent backends, at least one; use 3 or 5. Required.
+	// Nodes are the independent backends, at least one; use 3 or 5. Required. Every client of
+	// a key must use the same nodes: see Names, and "The quorum" in docs/safety.md.
 	Nodes []locker.Locker
+	// Names, when set, names each node (Names[i] is Nodes[i]) the same way in every client of
+	// the quorum, such as its server's "host:port" spelled one way everywhere; no credentials,
+	// since names appear in errors. The locks then record a fingerprint of the sorted names, so
+	// a client whose nodes have other names is refused (ErrNodeSet), and clients may list the
+	// nodes in any order. Default nil: the locks record the node count and each node's
+	// position, and every client must list the same nodes in the same order. All clients of a
+	// key must agree on whether they use Names. One name per node, each non-empty and unique.
+	Names []string
 	// NodeTimeout bounds each call to one node (and, for Acquire, is at most the TTL): a node
 	// that does not answer within it counts as failed. Keep it well under the TTL. Default
 	// DefaultNodeTimeout (500ms).
@@ -72,6 +91,10 @@ type Config struct {
 // safe for concurrent use and needs no Close (the nodes stay their creator's).
 type Backend struct {
 	nodes    []locker.Locker
+	names    []string // Config.Names, or nil
+	fp       string   // the configuration's fingerprint
+	tags     []int    // each node's tag: its name's rank, or its position
+	marks    []string // the prefix of each node's owner tokens
 	majority int
 	timeout  time.Duration
 	err      error // an invalid configuration, returned by every call
@@ -81,13 +104,20 @@ type Backend struct {
 func New(nodes ...locker.Locker) *Backend { return NewConfig(Config{Nodes: nodes}) }
 
 // NewConfig returns a Backend configured by cfg. It never fails: an invalid configuration (no
-// nodes, a nil node, the same node twice, a negative timeout) makes every call return an error
-// wrapping locker.ErrInvalid.
+// nodes, a nil node, the same node twice, a negative timeout, Names of another length than
+// Nodes, an empty or repeated name) makes every call return an error wrapping
+// locker.ErrInvalid. One server given twice under two names is found only by its locks: the
+// first Acquire fails with ErrNodeSet.
 func NewConfig(cfg Config) *Backend {
 	b := &Backend{nodes: slices.Clone(cfg.Nodes), majority: len(cfg.Nodes)/2 + 1, timeout: cfg.NodeTimeout}
 	if b.timeout == 0 {
 		b.timeout = DefaultNodeTimeout
 	}
+	if len(cfg.Names) > 0 {
+		b.names = slices.Clone(cfg.Names)
+	}
+	b.fp, b.tags = fingerprint(len(b.nodes), b.names), tags(len(b.nodes), b.names)
+	b.marks = marks(b.fp, b.tags)
 	switch {
 	case len(b.nodes) == 0:
 		b.err = fmt.Errorf("quorum: no nodes: %w", locker.ErrInvalid)
@@ -97,6 +127,12 @@ func NewConfig(cfg Config) *Backend {
 		b.err = fmt.Errorf("quorum: the same node twice: the nodes must be independent: %w", locker.ErrInvalid)
 	case b.timeout < 0:
 		b.err = fmt.Errorf("quorum: node timeout %v: %w", cfg.NodeTimeout, locker.ErrInvalid)
+	case b.names != nil && len(b.names) != len(b.nodes):
+		b.err = fmt.Errorf("quorum: %d names for %d nodes: %w", len(b.names), len(b.nodes), locker.ErrInvalid)
+	case slices.Contains(b.names, ""):
+		b.err = fmt.Errorf("quorum: an empty node name: %w", locker.ErrInvalid)
+	case len(slices.Compact(slices.Sorted(slices.Values(b.names)))) != len(b.names):
+		b.err = fmt.Errorf("quorum: the same node name twice: the nodes must be independent: %w", locker.ErrInvalid)
 	}
 	return b
 }
