@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"sync"
 	"time"
 )
 
@@ -16,45 +15,8 @@ func Interruptible(d Driver) Driver { return interruptible{d} }
 type interruptible struct{ Driver }
 
 func (d interruptible) Eval(ctx context.Context, s *Script, keys, args []string) (Reply, error) {
-	if ctx.Done() == nil {
-		return d.Driver.Eval(ctx, s, keys, args)
-	}
-	c := evalCalls.Get().(*evalCall)
-	c.d, c.ctx, c.s, c.keys, c.args = d.Driver, ctx, s, keys, args
-	go c.run()
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-		select {
-		case <-c.done: // both ready: the outcome is known, so report it
-		default:
-			return Reply{}, ctx.Err() // c stays with its goroutine, out of the pool
-		}
-	}
-	r, err := c.reply, c.err
-	*c = evalCall{done: c.done}
-	evalCalls.Put(c)
-	return r, err
+	return interrupt(ctx, func() (Reply, error) { return d.Driver.Eval(ctx, s, keys, args) })
 }
-
-// evalCall is one Eval of interruptible, run in its own goroutine. The hot path (every acquire
-// and release) reuses them, so that it costs little more than the goroutine.
-type evalCall struct {
-	d          Driver
-	ctx        context.Context
-	s          *Script
-	keys, args []string
-	reply      Reply
-	err        error
-	done       chan struct{} // capacity 1: run never blocks, even when nobody waits any more
-}
-
-func (c *evalCall) run() {
-	c.reply, c.err = c.d.Eval(c.ctx, c.s, c.keys, c.args)
-	c.done <- struct{}{}
-}
-
-var evalCalls = sync.Pool{New: func() any { return &evalCall{done: make(chan struct{}, 1)} }}
 
 func (d interruptible) EvalBatch(ctx context.Context, s *Script, calls []Call) []Result {
 	results, err := interrupt(ctx, func() ([]Result, error) { return d.Driver.EvalBatch(ctx, s, calls), nil })
@@ -80,7 +42,8 @@ func (d interruptible) EvalWait(ctx context.Context, s *Script, keys, args []str
 }
 
 // interrupt runs call and returns its outcome, or ctx.Err() as soon as ctx ends first; call then
-// goes on in its goroutine, and its outcome is dropped.
+// goes on in its goroutine, and its outcome is dropped. (Its state is not pooled: a channel made
+// in a synctest bubble, as a user's test may be, cannot be used outside it.)
 func interrupt[T any](ctx context.Context, call func() (T, error)) (T, error) {
 	if ctx.Done() == nil {
 		return call()

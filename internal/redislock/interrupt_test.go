@@ -50,7 +50,7 @@ func TestInterruptible(t *testing.T) {
 			t.Fatalf("EvalWait = %v, want DeadlineExceeded", err)
 		}
 		close(deaf.release)
-		for range 3 { // a pooled call is reused with nothing of the last one
+		for range 3 {
 			if r, err := d.Eval(t.Context(), AcquireScript, nil, nil); err != nil || r.Int != 7 {
 				t.Fatalf("Eval = %v, %v, want 7", r, err)
 			}
