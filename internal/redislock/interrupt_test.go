@@ -58,3 +58,25 @@ func TestInterruptible(t *testing.T) {
 		synctest.Wait() // the calls cut short have ended: nothing is left in the bubble
 	})
 }
+
+// One Interruptible driver used in a synctest bubble (a user's test) and then outside it works
+// in both: nothing made in the bubble is kept for later calls.
+func TestInterruptibleAcrossBubbles(t *testing.T) {
+	deaf := deafDriver{release: make(chan struct{})}
+	close(deaf.release)
+	d := Interruptible(deaf)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 2 {
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			if _, err := d.Eval(ctx, AcquireScript, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if _, err := d.Eval(ctx, AcquireScript, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
