@@ -38,8 +38,9 @@ import (
 // before any call.
 //
 // A key may hold something that is not a lock (another type of value, or, on Redis, a hash
-// without the lock's marker field): every method leaves such a key
-// exactly as it is. Acquire, Release, Inspect and ForceRelease then return an error wrapping
+// without the lock's marker field, or a companion key of the lock — its fencing counter or a
+// request marker — that holds anything but a number): every method leaves such a key exactly as
+// it is. Acquire, Release, Inspect and ForceRelease then return an error wrapping
 // ErrNotALock; Renew reports the entry as not held.
 //
 // Errors: an implementation returns ErrNotHeld (or an error wrapping it) where a method says so,
@@ -189,8 +190,8 @@ type ReleaseRequest struct {
 // RequestWindow is how long a backend remembers a request ID (AcquireRequest.ID,
 // ReleaseRequest.ID): a call sent again later than this after the first may take effect twice.
 // The Client retries a call with the same ID only within half of it. On Redis, every release, a
-// re-entry and a take-back each leave a small marker key (about 150 bytes) that lives this
-// long; a plain Lock leaves none.
+// re-entry and a take-back each leave a small marker key (about 100 bytes, at most 200 whatever
+// the key's length) that lives this long; a plain Lock leaves none.
 const RequestWindow = 20 * time.Second
 
 // Renewal is one entry of a [Locker.Renew] batch: reset the lease of Key to TTL if Owner still
@@ -248,8 +249,9 @@ var (
 	// nil context, nil backend…). Nothing was sent to the backend.
 	ErrInvalid = errors.New("locker: invalid argument")
 
-	// ErrNotALock means the key holds something that is not a lock of this library: another
-	// type of value, or a hash without the lock's marker. Nothing was changed: the library never
+	// ErrNotALock means the key, or on Redis one of its companion keys (fencing counter,
+	// request marker), holds something that is not this library's: another type of value, or a
+	// hash without the lock's marker. Nothing was changed: the library never
 	// writes to, renews or deletes such a key (ForceUnlock included).
 	ErrNotALock = errors.New("locker: key is not a lock")
 )

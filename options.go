@@ -178,7 +178,7 @@ func WithKeyPrefix(p string) Option {
 
 // WithFencing makes Lock and TryLock ask the backend for a fencing token, read with Lease.Token.
 // It costs no round trip; on a Redis backend it keeps one small counter key per lock key for ever
-// ("KEY{KEY}:locker:fence", or "KEY:locker:fence" for a key with a hash tag). Every Client
+// ("KEY:locker:fence" and what puts it in the key's cluster slot: see docs/redis.md). Every Client
 // locking a key should use it, or none: a lock taken without it does not advance the counter.
 // Default: off, Token returns 0.
 func WithFencing() Option {
