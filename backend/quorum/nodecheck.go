@@ -2,8 +2,8 @@ package quorum
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/internal/display"
@@ -36,19 +36,19 @@ func (b *Backend) checkNodeSet(ctx context.Context, req locker.AcquireRequest, r
 		}
 		return n.Inspect(ctx, req.Key)
 	})
-	var errs []error
+	var whys []string
 	for i, st := range states {
 		if !refused(i) || st.err != nil || !st.v.Locked {
 			continue
 		}
 		if why := b.mismatch(i, req.Owner, st.v.Owner); why != "" {
-			errs = append(errs, errors.New(why))
+			whys = append(whys, why)
 		}
 	}
-	if len(errs) == 0 {
+	if len(whys) == 0 {
 		return nil
 	}
-	return fmt.Errorf("quorum: acquire %s: %w: %w", display.Key(req.Key), ErrNodeSet, errors.Join(errs...))
+	return fmt.Errorf("quorum: acquire %s: %w: %s", display.Key(req.Key), ErrNodeSet, strings.Join(whys, "; "))
 }
 
 // mismatch says how the holder token found on node i differs from what this Backend would have

@@ -101,8 +101,10 @@ func stripMark(token string) string {
 // nodeOwner is the owner token node i receives for owner.
 func (b *Backend) nodeOwner(i int, owner string) string { return b.marks[i] + owner }
 
-// nodeID is the request ID node i receives for id: each node's is its own, so that two names of
-// one server never share a request marker (a call would then report the other's outcome).
+// nodeID is the request ID node i receives for id: each node's is its own, as if each node were
+// its own server. Two names of one server must not share a request marker: a release that finds
+// its ID's marker reports the first call's outcome, whichever owner made it, so the second name's
+// release would count as done.
 func (b *Backend) nodeID(i int, id string) string {
 	if id == "" {
 		return ""

@@ -31,6 +31,9 @@ func TestMarks(t *testing.T) {
 			t.Errorf("display.Owner(%q) = %q shows the random part", token, display.Owner(token))
 		}
 	}
+	if id0, id1 := b.nodeID(0, "r.1"), b.nodeID(1, "r.1"); id0 == id1 || id0 != b.nodeID(0, "r.1") || b.nodeID(0, "") != "" {
+		t.Errorf("request IDs of nodes 0 and 1: %q, %q; want distinct, stable, and none for none", id0, id1)
+	}
 	for _, token := range []string{random, "quorum:", "quorum:3:1#x", "quorum:3:x:000000000000#x", "quorum:3:1:0000#x", "quorum:3:1:000000000000"} {
 		if _, _, ok := parseMark(token); ok || stripMark(token) != token {
 			t.Errorf("parseMark(%q) accepted a token no quorum made", token)
