@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -54,6 +55,10 @@ type connFlags struct {
 	holdKey string
 
 	password string // set by connect: the password of the URLs that carry none, or ""
+
+	// tls is --redis-ca, --redis-cert, --redis-key and --redis-insecure-skip-verify: the TLS
+	// options of every rediss:// URL that does not have its own in its query.
+	tls tlsOptions
 }
 
 // urlList is the value of --redis, which may be repeated.
@@ -74,8 +79,12 @@ func addConnFlags(fs *flag.FlagSet, embedded bool) *connFlags {
 	if embedded {
 		def = "an embedded miniredis"
 	}
-	fs.Var(&c.urls, "redis", "Redis server `URL`: redis://[user:password@]host:port[/db], or rediss:// for TLS (default "+def+"); repeat it for a quorum of 3 or 5 independent servers (backend/quorum)")
+	fs.Var(&c.urls, "redis", "Redis server `URL`: redis://[[user:]password@]host[:port][/db][?client_name=NAME], or rediss:// for TLS, which also takes ?ca_file=, cert_file=, key_file=, skip_verify=true (default "+def+"); repeat it for a quorum of 3 or 5 independent servers (backend/quorum)")
 	fs.StringVar(&c.driver, "driver", c.driver, "Go Redis `driver`: goredis, rueidis or redigo")
+	fs.StringVar(&c.tls.caFile, "redis-ca", "", "rediss://: trust the CA certificates of the PEM `FILE` too, besides the system's (default: the system's alone, which $SSL_CERT_FILE replaces)")
+	fs.StringVar(&c.tls.certFile, "redis-cert", "", "rediss://: offer the client certificate of the PEM `FILE` (with --redis-key) to a server that asks for one")
+	fs.StringVar(&c.tls.keyFile, "redis-key", "", "rediss://: the private key (PEM `FILE`) of --redis-cert")
+	fs.BoolVar(&c.tls.skipVerify, "redis-insecure-skip-verify", false, "rediss://: do not verify the server's certificate (test servers only: anyone on the path could pose as the server)")
 	fs.StringVar(&c.passwordFile, "redis-password-file", "", "read the Redis password from the first line of `FILE`, for each --redis URL without a password (redis://host or redis://user@host): ps does not show it, as it shows --redis (default $"+passwordEnv+")")
 	return c
 }
@@ -86,8 +95,10 @@ type conn struct {
 	desc string // the server and driver, for people: "Redis at redis://…, driver goredis"
 	// down lists the servers of a quorum that did not answer at the start, with the reason
 	// (the quorum tries them again as it goes).
-	down  []string
-	close func()
+	down []string
+	// warnings are printed before down's: a server whose certificate is not verified.
+	warnings []string
+	close    func()
 }
 
 // connect checks the flags, connects to the server (or starts the embedded one) and PINGs it.
@@ -124,7 +135,12 @@ func (c *connFlags) connect(ctx context.Context) (*conn, error) {
 		if err := m.Start(); err != nil {
 			return nil, fmt.Errorf("start the embedded miniredis: %w", err)
 		}
-		cn, err := dial(ctx, c.driver, "redis://"+m.Addr())
+		r, err := parseRedisURL("redis://"+m.Addr(), "")
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		cn, err := dial(ctx, c.driver, r, nil)
 		if err != nil {
 			m.Close()
 			return nil, err
@@ -176,23 +192,41 @@ func withPassword(raw, pw string) string {
 // parseURL parses the Redis URL raw; one that is not redis:// or rediss:// with a host is a
 // usage error, which does not show the URL's secrets.
 func parseURL(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
-		return nil, usagef("--redis: want redis://[user:password@]host:port[/db] or rediss://…, got %s", quotedURL(raw))
+	if _, err := parseRedisURL(raw, ""); err != nil {
+		return nil, err
 	}
-	return u, nil
+	return url.Parse(raw)
+}
+
+// parse reads the URL raw (with c.password if raw has none) and its TLS options (with the
+// flags'): bad ones are a *usageError.
+func (c *connFlags) parse(raw string) (*redisURL, *tls.Config, error) {
+	r, err := parseRedisURL(raw, c.password)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.tlsOpts = r.tlsOpts.or(c.tls)
+	cfg, err := r.tlsConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, cfg, nil
 }
 
 // connectURL connects to the server at raw (with c.password if raw has none).
 func (c *connFlags) connectURL(ctx context.Context, raw string) (*conn, error) {
-	if _, err := parseURL(raw); err != nil {
+	r, cfg, err := c.parse(raw)
+	if err != nil {
 		return nil, err
 	}
-	cn, err := dial(ctx, c.driver, withPassword(raw, c.password))
+	cn, err := dial(ctx, c.driver, r, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", redactURL(raw), err)
+		return nil, fmt.Errorf("%s: %w", r, err)
 	}
-	cn.desc = "Redis at " + redactURL(raw) + ", driver " + c.driver
+	cn.desc = "Redis at " + r.String() + ", driver " + c.driver
+	if cfg != nil && cfg.InsecureSkipVerify {
+		cn.warnings = append(cn.warnings, insecureWarning(r))
+	}
 	return cn, nil
 }
 
@@ -221,10 +255,18 @@ func (c *connFlags) connectQuorum(ctx context.Context) (*conn, error) {
 		return nil, usagef("--redis given %d times: a quorum needs 3 or more independent servers (3 or 5)", len(c.urls))
 	}
 	seen := map[string]string{}
+	var warnings []string
 	for _, raw := range c.urls {
-		u, err := parseURL(raw)
+		r, cfg, err := c.parse(raw)
 		if err != nil {
 			return nil, err
+		}
+		if cfg != nil && cfg.InsecureSkipVerify {
+			warnings = append(warnings, insecureWarning(r))
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			return nil, err // parse accepted it
 		}
 		id := serverID(u)
 		if first, ok := seen[id]; ok {
@@ -278,10 +320,11 @@ func (c *connFlags) connectQuorum(ctx context.Context) (*conn, error) {
 		return nil, fmt.Errorf("a quorum of %d servers needs %d, %d answered: %w", len(nodes), majority, up, errors.Join(errs...))
 	}
 	return &conn{
-		Locker: quorum.New(nodes...),
-		desc:   fmt.Sprintf("a quorum of %d Redis servers (a majority of %d decides), driver %s", len(nodes), majority, c.driver),
-		down:   down,
-		close:  closeAll,
+		Locker:   quorum.New(nodes...),
+		desc:     fmt.Sprintf("a quorum of %d Redis servers (a majority of %d decides), driver %s", len(nodes), majority, c.driver),
+		down:     down,
+		warnings: warnings,
+		close:    closeAll,
 	}, nil
 }
 
@@ -299,18 +342,21 @@ func serverID(u *url.URL) string {
 	return net.JoinHostPort(host, port)
 }
 
-// dial makes a Locker of driver on the server at the URL raw and PINGs the server.
-func dial(ctx context.Context, driver, raw string) (*conn, error) {
+// dial makes a Locker of driver on the server r, over TLS with cfg unless it is nil, and PINGs
+// the server. Every driver gets the same address, credentials, database, client name and TLS
+// configuration. With TLS, checkTLS does a handshake first, so that a failed one is reported at
+// once as a *tlsError, on every driver.
+func dial(ctx context.Context, driver string, r *redisURL, cfg *tls.Config) (*conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
+	if cfg != nil {
+		if err := checkTLS(ctx, r.addr(), cfg); err != nil {
+			return nil, err
+		}
+	}
 	switch driver {
 	case "rueidis":
-		opt, err := rueidis.ParseURL(raw)
-		if err != nil {
-			return nil, urlError(raw, err)
-		}
-		opt.DisableCache = true // the lock does not use it, and it needs CLIENT TRACKING
-		rc, err := rueidis.NewClient(opt)
+		rc, err := rueidis.NewClient(rueidisOptions(r, cfg))
 		if err != nil {
 			return nil, err
 		}
@@ -320,7 +366,8 @@ func dial(ctx context.Context, driver, raw string) (*conn, error) {
 		}
 		return &conn{Locker: rueidislocker.New(rc), close: rc.Close}, nil
 	case "redigo":
-		c, err := redigo.DialURLContext(ctx, raw)
+		opts := redigoOptions(r, cfg)
+		c, err := redigo.DialContext(ctx, "tcp", r.addr(), opts...)
 		if err == nil {
 			_, err = redigo.DoContext(c, ctx, "PING")
 			c.Close()
@@ -329,22 +376,46 @@ func dial(ctx context.Context, driver, raw string) (*conn, error) {
 			return nil, err
 		}
 		pool := &redigo.Pool{MaxIdle: 8, DialContext: func(ctx context.Context) (redigo.Conn, error) {
-			return redigo.DialURLContext(ctx, raw)
+			return redigo.DialContext(ctx, "tcp", r.addr(), opts...)
 		}}
 		return &conn{Locker: redigolocker.New(pool), close: func() { pool.Close() }}, nil
 	default:
-		opt, err := redis.ParseURL(raw)
-		if err != nil {
-			return nil, urlError(raw, err)
-		}
-		opt.ContextTimeoutEnabled = true
-		rdb := redis.NewClient(opt)
+		rdb := redis.NewClient(goredisOptions(r, cfg))
 		if err := rdb.Ping(ctx).Err(); err != nil {
 			rdb.Close()
 			return nil, err
 		}
 		return &conn{Locker: goredis.New(rdb), close: func() { rdb.Close() }}, nil
 	}
+}
+
+// goredisOptions are go-redis's options for r and cfg; ContextTimeoutEnabled, so that a call
+// ends with its ctx.
+func goredisOptions(r *redisURL, cfg *tls.Config) *redis.Options {
+	return &redis.Options{Addr: r.addr(), Username: r.user, Password: r.password, DB: r.db,
+		ClientName: r.name, TLSConfig: cfg, ContextTimeoutEnabled: true}
+}
+
+// rueidisOptions are rueidis's options for r and cfg, without its client-side cache: the lock
+// does not use it, and it needs CLIENT TRACKING.
+func rueidisOptions(r *redisURL, cfg *tls.Config) rueidis.ClientOption {
+	return rueidis.ClientOption{InitAddress: []string{r.addr()}, Username: r.user, Password: r.password,
+		SelectDB: r.db, ClientName: r.name, TLSConfig: cfg, DisableCache: true}
+}
+
+// redigoOptions are Redigo's dial options for r and cfg.
+func redigoOptions(r *redisURL, cfg *tls.Config) []redigo.DialOption {
+	opts := []redigo.DialOption{redigo.DialDatabase(r.db), redigo.DialUseTLS(cfg != nil), redigo.DialTLSConfig(cfg)}
+	if r.user != "" {
+		opts = append(opts, redigo.DialUsername(r.user))
+	}
+	if r.password != "" {
+		opts = append(opts, redigo.DialPassword(r.password))
+	}
+	if r.name != "" {
+		opts = append(opts, redigo.DialClientName(r.name))
+	}
+	return opts
 }
 
 // redactURL returns the Redis URL raw for people, without what may be a secret; every URL that
@@ -421,9 +492,12 @@ func quotedURL(raw string) string {
 	return invalidURL
 }
 
-// warnDown prints, for the command name, one line per quorum server that did not answer at the
-// start.
+// warnDown prints, for the command name, one line per server whose certificate is not verified,
+// then one per quorum server that did not answer at the start.
 func (cn *conn) warnDown(s *streams, name string) {
+	for _, w := range cn.warnings {
+		fmt.Fprintf(s.err, "locker %s: warning: %s\n", name, w)
+	}
 	for _, why := range cn.down {
 		fmt.Fprintf(s.err, "locker %s: warning: %s; going on with the majority that answered\n", name, why)
 	}
