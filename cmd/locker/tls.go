@@ -135,7 +135,11 @@ func checkTLS(ctx context.Context, addr string, cfg *tls.Config) error {
 			cancel(errNotTLS)
 		}
 	}()
-	err = tls.Client(w, cfg).HandshakeContext(ctx)
+	tc := tls.Client(w, cfg)
+	err = tc.HandshakeContext(ctx)
+	if err == nil {
+		err = pingTLS(ctx, tc)
+	}
 	if err == nil {
 		return nil
 	}
@@ -145,6 +149,28 @@ func checkTLS(ctx context.Context, addr string, cfg *tls.Config) error {
 		return err // ctx's deadline or cancellation: not the server's doing
 	}
 	return &tlsError{addr: addr, err: err, hint: tlsHint(err)}
+}
+
+// pingTLS sends a PING over tc, whose handshake is done, and reads the first line of the reply.
+// With TLS 1.3 the client's handshake ends before the server has checked the client's
+// certificate: a server that wants one refuses it here, with an alert ("remote error: tls:
+// certificate required"). Whatever the server replies (+PONG, -NOAUTH…) is not checkTLS's
+// business, only a failure to read it.
+func pingTLS(ctx context.Context, tc *tls.Conn) error {
+	stop := context.AfterFunc(ctx, func() { tc.SetDeadline(time.Now()) })
+	defer stop()
+	if _, err := tc.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	buf := make([]byte, 64)
+	for reply := []byte{}; !strings.Contains(string(reply), "\r\n") && len(reply) < 256; {
+		n, err := tc.Read(buf)
+		if err != nil {
+			return err
+		}
+		reply = append(reply, buf[:n]...)
+	}
+	return nil
 }
 
 // tlsHint suggests the fix for the handshake error err.
@@ -162,13 +188,30 @@ func tlsHint(err error) string {
 	case errors.As(err, &unknown):
 		return "give the CA that signed the server's certificate with --redis-ca FILE (or ?ca_file=FILE, or $SSL_CERT_FILE), or, for a test server only, --redis-insecure-skip-verify"
 	case errors.As(err, &hostname):
-		return "connect with a name the certificate holds, or, for a test server only, --redis-insecure-skip-verify"
+		return "connect with a name the certificate holds (" + certNames(hostname.Certificate) + "), or, for a test server only, --redis-insecure-skip-verify"
 	case errors.As(err, &invalid):
 		return "the certificate is not valid (expired, or not for a server); for a test server only, --redis-insecure-skip-verify"
-	case strings.Contains(err.Error(), "certificate required"), strings.Contains(err.Error(), "bad certificate"):
-		return "the server may want a client certificate: --redis-cert FILE --redis-key FILE"
+	case strings.Contains(err.Error(), "certificate required"), strings.Contains(err.Error(), "bad certificate"),
+		strings.Contains(err.Error(), "unknown certificate authority"):
+		return "the server wants a client certificate it trusts: --redis-cert FILE --redis-key FILE (or ?cert_file=FILE&key_file=FILE)"
 	}
 	return ""
+}
+
+// certNames lists the first names a certificate is for, or says it has none.
+func certNames(c *x509.Certificate) string {
+	var names []string
+	for _, ip := range c.IPAddresses {
+		names = append(names, ip.String())
+	}
+	names = append(names, c.DNSNames...)
+	switch {
+	case len(names) == 0:
+		return "it holds none"
+	case len(names) > 4:
+		names = append(names[:4], "…")
+	}
+	return strings.Join(names, ", ")
 }
 
 // A firstRead is a net.Conn that closes read when a Read first returns bytes.
