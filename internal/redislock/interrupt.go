@@ -6,8 +6,10 @@ import (
 )
 
 // Interruptible returns d with script calls that return as soon as their ctx ends, even while
-// the driver waits for a reply, for a driver that does not watch its ctx then (go-redis reads a
-// reply until its ReadTimeout, whatever the ctx). A call cut short returns ctx.Err(); its outcome
+// the driver waits for a reply, for a driver that does not watch its ctx then: go-redis reads a
+// reply until its ReadTimeout, whatever the ctx; rueidis, which watches it on a connection that
+// is up, dials and greets a new connection of its pipelines (one is made for the first key of
+// each) until its dial and write timeouts (5s). A call cut short returns ctx.Err(); its outcome
 // is unknown, as for any call whose ctx ended, and the driver's call goes on in the background
 // until the driver's own timeouts end it. A ctx that can never end costs nothing extra.
 func Interruptible(d Driver) Driver { return interruptible{d} }
