@@ -98,9 +98,12 @@ func TestCallsInFlightEndAtCtxAndClose(t *testing.T) {
 				time.AfterFunc(after, func() { _ = c.Close() })
 			}
 			deadline := time.After(after + 10*callSlack)
+			var latest time.Duration
+			defer func() { t.Logf("the latest call returned %v after its ctx or Client ended", latest) }()
 			for range 2 * len(calls) {
 				select {
 				case r := <-results:
+					latest = max(latest, r.took-after)
 					if r.err == nil {
 						t.Errorf("a call on a stopped server succeeded")
 					} else if !errors.Is(r.err, context.Canceled) && !errors.Is(r.err, locker.ErrClosed) {
