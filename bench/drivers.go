@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strconv"
@@ -101,24 +102,43 @@ type RedisOptions struct {
 	// PoolSize is Redigo's pool size (MaxIdle; MaxActive stays unlimited); default 64, so the
 	// 64-goroutine scenario does not dial a connection per call.
 	PoolSize int
+	// TLSConfig, if not nil, is every driver's TLS configuration for a rediss:// URL, instead
+	// of the default one (the system's roots, the URL's host name, TLS 1.2 or later).
+	TLSConfig *tls.Config
+}
+
+// redisURL reads url once, as go-redis's ParseURL does (redis[s]://[[user]:password@]host[:port]
+// [/db] and go-redis's query options), and gives every driver the same address, credentials,
+// database, client name and TLS configuration: go-redis's options (with ContextTimeoutEnabled),
+// rueidis's, and Redigo's dial options.
+func redisURL(url string, o RedisOptions) (*goredislib.Options, rueidis.ClientOption, []redigolib.DialOption, error) {
+	gopt, err := goredislib.ParseURL(url)
+	if err != nil {
+		return nil, rueidis.ClientOption{}, nil, fmt.Errorf("go-redis: %w", err)
+	}
+	gopt.ContextTimeoutEnabled = true
+	if gopt.TLSConfig != nil && o.TLSConfig != nil {
+		gopt.TLSConfig = o.TLSConfig
+	}
+	ropt := rueidis.ClientOption{InitAddress: []string{gopt.Addr}, Username: gopt.Username, Password: gopt.Password,
+		SelectDB: gopt.DB, ClientName: gopt.ClientName, TLSConfig: gopt.TLSConfig, DisableCache: o.DisableClientCache}
+	dopts := []redigolib.DialOption{redigolib.DialDatabase(gopt.DB), redigolib.DialUsername(gopt.Username),
+		redigolib.DialPassword(gopt.Password), redigolib.DialClientName(gopt.ClientName),
+		redigolib.DialUseTLS(gopt.TLSConfig != nil), redigolib.DialTLSConfig(gopt.TLSConfig)}
+	return gopt, ropt, dopts, nil
 }
 
 // Redis returns the Libs of our Client on every Redis driver, each client with its own
-// connections to the server at url ("redis://host:port/db", as each driver's ParseURL reads
-// it): go-redis, go-redis through its AutoPipeline, rueidis, and Redigo. go-redis clients are
-// created with ContextTimeoutEnabled, Redigo pools with MaxIdle o.PoolSize (Redigo's default,
-// 0, would dial a connection per call); everything else keeps the drivers' defaults.
+// connections to the server at url ("redis://host:port/db", read once for every driver, as
+// go-redis's ParseURL reads it): go-redis, go-redis through its AutoPipeline, rueidis, and
+// Redigo. go-redis clients are created with ContextTimeoutEnabled, Redigo pools with MaxIdle
+// o.PoolSize (Redigo's default, 0, would dial a connection per call); everything else keeps the
+// drivers' defaults.
 func Redis(url string, o RedisOptions) ([]Lib, error) {
-	gopt, err := goredislib.ParseURL(url)
+	gopt, ropt, dopts, err := redisURL(url, o)
 	if err != nil {
-		return nil, fmt.Errorf("go-redis: %w", err)
+		return nil, err
 	}
-	gopt.ContextTimeoutEnabled = true
-	ropt, err := rueidis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("rueidis: %w", err)
-	}
-	ropt.DisableCache = o.DisableClientCache
 	if o.PoolSize <= 0 {
 		o.PoolSize = 64
 	}
@@ -131,7 +151,7 @@ func Redis(url string, o RedisOptions) ([]Lib, error) {
 		return &redigolib.Pool{
 			MaxIdle: o.PoolSize,
 			DialContext: func(ctx context.Context) (redigolib.Conn, error) {
-				return redigolib.DialURLContext(ctx, url)
+				return redigolib.DialContext(ctx, "tcp", gopt.Addr, dopts...)
 			},
 		}
 	}
@@ -392,11 +412,10 @@ func redigoFloor(p *redigolib.Pool) FloorOp {
 func Quorum(urls []string, o RedisOptions) (Lib, error) {
 	var opts []rueidis.ClientOption
 	for _, url := range urls {
-		opt, err := rueidis.ParseURL(url)
+		_, opt, _, err := redisURL(url, o)
 		if err != nil {
-			return Lib{}, fmt.Errorf("rueidis: %w", err)
+			return Lib{}, err
 		}
-		opt.DisableCache = o.DisableClientCache
 		opts = append(opts, opt)
 	}
 	name := fmt.Sprintf("quorum-%d-rueidis", len(urls))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -70,7 +71,7 @@ benchmarks of bench/compare.`,
 				if err != nil {
 					return err
 				}
-				cfg.URL, cfg.Password = cf.urls[0], pw
+				cfg.URL, cfg.Password, cfg.TLS = cf.urls[0], pw, cf.tls
 			}
 			cfg.Drivers = cf.driver
 			fs.Visit(func(f *flag.Flag) {
@@ -84,10 +85,11 @@ benchmarks of bench/compare.`,
 
 // benchConfig is the flags of bench.
 type benchConfig struct {
-	URL       string // --redis; "" for the embedded miniredis
-	Password  string // for a URL without one: --redis-password-file or $LOCKER_REDIS_PASSWORD
-	Drivers   string // --driver: comma-separated, or "all"
-	Scenarios string // --scenario: comma-separated, or "all"
+	URL       string     // --redis; "" for the embedded miniredis
+	Password  string     // for a URL without one: --redis-password-file or $LOCKER_REDIS_PASSWORD
+	TLS       tlsOptions // --redis-ca, --redis-cert, --redis-key, --redis-insecure-skip-verify
+	Drivers   string     // --driver: comma-separated, or "all"
+	Scenarios string     // --scenario: comma-separated, or "all"
 	Time      time.Duration
 	JSON      string
 	Markdown  bool
@@ -196,6 +198,7 @@ func runBench(ctx context.Context, s *streams, cfg benchConfig) error {
 
 	// The server: --redis, or an embedded miniredis.
 	raw := cfg.URL
+	var redisOpts bench.RedisOptions
 	if raw == "" {
 		m := miniredis.NewMiniRedis()
 		m.ClockTTL(true) // leases expire by the wall clock, as on Redis
@@ -205,6 +208,7 @@ func runBench(ctx context.Context, s *streams, cfg benchConfig) error {
 		defer m.Close()
 		raw = "redis://" + m.Addr()
 		report.Server, report.Embedded = "embedded miniredis", true
+		redisOpts.DisableClientCache = true
 		if !cfg.LeasesSet {
 			report.Config.Leases = embeddedLeases
 		}
@@ -212,17 +216,21 @@ func runBench(ctx context.Context, s *streams, cfg benchConfig) error {
 			report.Config.Keys = embeddedKeys
 		}
 	} else {
-		if _, err := parseURL(raw); err != nil {
+		r, tlsCfg, err := (&connFlags{password: cfg.Password, tls: cfg.TLS}).parse(raw)
+		if err != nil {
 			return err
 		}
-		report.Server = redactURL(raw)
-		raw = withPassword(raw, cfg.Password)
-		if report.RedisVersion, err = serverVersion(ctx, raw); err != nil {
+		report.Server = r.String()
+		if tlsCfg != nil && tlsCfg.InsecureSkipVerify {
+			fmt.Fprintf(s.err, "locker bench: warning: %s\n", insecureWarning(r))
+		}
+		if report.RedisVersion, err = serverVersion(ctx, r, tlsCfg); err != nil {
 			return fmt.Errorf("%s: %w", report.Server, err)
 		}
+		raw, redisOpts.TLSConfig = r.canonical(), tlsCfg
 	}
 	var libs []bench.Lib
-	redisLibs, err := bench.Redis(raw, bench.RedisOptions{DisableClientCache: report.Embedded})
+	redisLibs, err := bench.Redis(raw, redisOpts)
 	if err != nil {
 		return urlError(raw, err)
 	}
@@ -302,17 +310,18 @@ func runBench(ctx context.Context, s *streams, cfg benchConfig) error {
 	return nil
 }
 
-// serverVersion PINGs the server at the URL raw and returns its redis_version.
-func serverVersion(ctx context.Context, raw string) (string, error) {
-	opt, err := redis.ParseURL(raw)
-	if err != nil {
-		return "", urlError(raw, err)
-	}
-	opt.ContextTimeoutEnabled = true
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
+// serverVersion PINGs the server r (over TLS with cfg unless it is nil; checkTLS first) and
+// returns its redis_version.
+func serverVersion(ctx context.Context, r *redisURL, cfg *tls.Config) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
+	if cfg != nil {
+		if err := checkTLS(ctx, r.addr(), cfg); err != nil {
+			return "", err
+		}
+	}
+	rdb := redis.NewClient(goredisOptions(r, cfg))
+	defer rdb.Close()
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return "", err
 	}

@@ -170,34 +170,6 @@ func (c *connFlags) readPassword() (string, error) {
 	return line, nil
 }
 
-// withPassword returns the URL raw with the password pw added, if raw has no password of its
-// own ("user:password@") and pw is not empty; otherwise raw. A user name alone in raw
-// (redis://alice@host) stays the user name: redis://alice:PW@host.
-func withPassword(raw, pw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || pw == "" {
-		return raw
-	}
-	user := ""
-	if u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			return raw
-		}
-		user = u.User.Username()
-	}
-	u.User = url.UserPassword(user, pw)
-	return u.String()
-}
-
-// parseURL parses the Redis URL raw; one that is not redis:// or rediss:// with a host is a
-// usage error, which does not show the URL's secrets.
-func parseURL(raw string) (*url.URL, error) {
-	if _, err := parseRedisURL(raw, ""); err != nil {
-		return nil, err
-	}
-	return url.Parse(raw)
-}
-
 // parse reads the URL raw (with c.password if raw has none) and its TLS options (with the
 // flags'): bad ones are a *usageError.
 func (c *connFlags) parse(raw string) (*redisURL, *tls.Config, error) {

@@ -145,6 +145,23 @@ func (r *redisURL) readQuery(q string) error {
 // addr is r's host:port, for dialing.
 func (r *redisURL) addr() string { return net.JoinHostPort(r.host, r.port) }
 
+// canonical is r as a URL that go-redis's ParseURL reads as locker does (bench.Redis reads it
+// so): the password explicit, the database in the path, client_name the only option; the TLS
+// options are not in it. It holds the password: never show it.
+func (r *redisURL) canonical() string {
+	u := url.URL{Scheme: "redis", Host: r.addr(), Path: "/" + strconv.Itoa(r.db)}
+	if r.tls {
+		u.Scheme = "rediss"
+	}
+	if r.user != "" || r.password != "" {
+		u.User = url.UserPassword(r.user, r.password)
+	}
+	if r.name != "" {
+		u.RawQuery = url.Values{optClientName: {r.name}}.Encode()
+	}
+	return u.String()
+}
+
 // String is r's URL for people: redactURL's.
 func (r *redisURL) String() string { return redactURL(r.raw) }
 

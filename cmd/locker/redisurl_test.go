@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/hashlock/locker"
 )
 
@@ -146,5 +148,14 @@ func TestDriverOptions(t *testing.T) {
 	o := rueidisOptions(r, cfg)
 	if len(o.InitAddress) != 1 || o.InitAddress[0] != "h:7000" || o.Username != "alice" || o.Password != "pw" || o.SelectDB != 3 || o.ClientName != "n" || o.TLSConfig != cfg {
 		t.Errorf("rueidis options: %+v", o)
+	}
+	// bench passes r on as a URL, which go-redis reads the same.
+	g2, err := redis.ParseURL(r.canonical())
+	if err != nil || g2.Addr != g.Addr || g2.Username != g.Username || g2.Password != g.Password || g2.DB != g.DB || g2.ClientName != g.ClientName || g2.TLSConfig == nil {
+		t.Errorf("go-redis reads canonical %s as %+v, %v", redactURL(r.canonical()), g2, err)
+	}
+	r.user, r.password, r.name, r.tls = "", "p@:w", "", false
+	if g2, err = redis.ParseURL(r.canonical()); err != nil || g2.Username != "" || g2.Password != "p@:w" || g2.TLSConfig != nil {
+		t.Errorf("go-redis reads canonical %s as %+v, %v", redactURL(r.canonical()), g2, err)
 	}
 }

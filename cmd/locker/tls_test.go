@@ -334,3 +334,23 @@ func TestTLSSlowServer(t *testing.T) {
 		t.Errorf("checkTLS with a server that never answers: %v, want the ctx's deadline", err)
 	}
 }
+
+// bench connects as the other commands do: the TLS flags, and a TLS error at once.
+func TestBenchTLS(t *testing.T) {
+	t.Parallel()
+	s := newTLSSetup(t)
+	tio := newIO("", false)
+	tio.exec(t, 0, "bench", "--redis", "rediss://:hunter2@"+s.proxy+"/2", "--redis-ca", s.ca.file,
+		"--driver", "goredis,rueidis,redigo", "--scenario", "uncontended", "--time", "5ms")
+	for _, d := range []string{"goredis", "rueidis", "redigo"} {
+		if !strings.Contains(tio.stdout.String(), d) {
+			t.Errorf("bench over TLS: no result of %s:\n%s", d, tio.stdout)
+		}
+	}
+	tio = newIO("", false)
+	start := time.Now()
+	tio.exec(t, 1, "bench", "--redis", "rediss://:hunter2@"+s.plain, "--driver", "goredis", "--time", "5ms")
+	if elapsed := time.Since(start); elapsed > 2*time.Second || !strings.Contains(tio.stderr.String(), "the server speaks plain Redis, not TLS") {
+		t.Errorf("bench with rediss:// to a plain server: after %v, stderr:\n%s", elapsed, tio.stderr)
+	}
+}
