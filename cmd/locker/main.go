@@ -27,14 +27,21 @@
 //
 // Every command talks to Redis through the flags
 //
-//	--redis URL      redis://[user:password@]host:port[/db], or rediss:// for TLS; repeated
-//	                 (3 or 5 times), a quorum of independent servers, a minority of which may
-//	                 be down at the start
+//	--redis URL      redis://[[user:]password@]host[:port][/db][?client_name=NAME], or
+//	                 rediss:// for TLS; repeated (3 or 5 times), a quorum of independent
+//	                 servers, a minority of which may be down at the start. The URL means the
+//	                 same to every driver (a name alone before @ is a password, as redis-cli
+//	                 reads it); an unknown ?option is a usage error
 //	--driver NAME    the Go Redis driver: goredis (the default), rueidis or redigo
 //	--redis-password-file FILE
 //	                 the password of each --redis URL that has none, from the first line of
 //	                 FILE (default: the environment variable LOCKER_REDIS_PASSWORD); unlike a
 //	                 password in --redis, ps does not show it
+//	--redis-ca FILE, --redis-cert FILE, --redis-key FILE, --redis-insecure-skip-verify
+//	                 rediss:// only: a CA to trust besides the system's (SSL_CERT_FILE
+//	                 replaces those), a client certificate and its key, no verification of the
+//	                 server (with a warning); per URL, ?ca_file=, cert_file=, key_file=,
+//	                 skip_verify=true. A failed TLS handshake is reported at once, with the fix
 //
 // locker never prints what may be a password in a URL, nor its query values:
 // redis://hunter2@host (a password, to Redigo and redis-cli) shows as redis://xxxxx@host,
