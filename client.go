@@ -368,8 +368,9 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 	var (
 		notices  <-chan struct{}
 		listened bool
-		timer    *time.Timer
+		w        waiter
 	)
+	defer w.stop()
 	for {
 		if refused == nil {
 			l, ref, err := c.attempt(ctx, r)
@@ -405,12 +406,9 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 				refused = nil
 				continue
 			}
-			if c.ctx.Err() != nil {
-				return nil, fmt.Errorf("locker: lock %s: %w", display.Key(r.key), ErrClosed)
-			}
 			if ctx.Err() != nil {
 				refused.Err = ctx.Err()
-				return nil, refused
+				return nil, refused // obtain says ErrClosed when Close ended ctx
 			}
 			if errors.Is(err, ErrUnavailable) {
 				listened = false // subscribe once the backend is back
@@ -420,23 +418,12 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 		if refused.TTL > 0 && refused.TTL < backoff {
 			backoff = refused.TTL
 		}
-		if timer == nil {
-			timer = time.NewTimer(max(backoff, 0))
-			defer timer.Stop()
-		} else {
-			timer.Reset(max(backoff, 0))
-		}
-		select {
-		case <-notices:
-		case <-timer.C:
-		case <-ctx.Done():
+		if _, err := w.wait(ctx, backoff, notices); err != nil {
 			if unavailable != nil {
-				return nil, fmt.Errorf("%w; the backend was unavailable: %w", &NotObtainedError{Key: r.key, Err: ctx.Err()}, unavailable)
+				return nil, fmt.Errorf("%w; the backend was unavailable: %w", &NotObtainedError{Key: r.key, Err: err}, unavailable)
 			}
-			refused.Err = ctx.Err()
-			return nil, refused
-		case <-c.ctx.Done():
-			return nil, fmt.Errorf("locker: lock %s: %w", display.Key(r.key), ErrClosed)
+			refused.Err = err
+			return nil, refused // obtain says ErrClosed when Close ended ctx
 		}
 		refused = nil
 	}

@@ -2,10 +2,7 @@ package locker
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	"github.com/hashlock/locker/internal/display"
 )
 
 // A turn queues the Lock calls of one Client on one key locally. Its token goes to one call at a
@@ -64,26 +61,47 @@ func (c *Client) takeTurn(ctx context.Context, r *request, t *turn) (int, error)
 		return 0, nil
 	default:
 	}
-	var timer *time.Timer
+	var w waiter
+	defer w.stop()
 	for retries := 0; ; retries++ {
 		backoff, ok := r.cfg.retry.Backoff(retries)
 		if !ok {
 			return retries, &NotObtainedError{Key: r.key}
 		}
-		if timer == nil {
-			timer = time.NewTimer(max(backoff, 0))
-			defer timer.Stop()
-		} else {
-			timer.Reset(max(backoff, 0))
-		}
-		select {
-		case <-t.token:
+		woken, err := w.wait(ctx, backoff, t.token)
+		if woken {
 			return retries, nil
-		case <-timer.C:
-		case <-ctx.Done():
-			return retries, &NotObtainedError{Key: r.key, Err: ctx.Err()}
-		case <-c.ctx.Done():
-			return retries, fmt.Errorf("locker: lock %s: %w", display.Key(r.key), ErrClosed)
 		}
+		if err != nil {
+			return retries, &NotObtainedError{Key: r.key, Err: err} // obtain says ErrClosed at Close
+		}
+	}
+}
+
+// waiter is the timer of a Lock that waits for a wake-up (a release notice, the local turn),
+// its next try, or the end of its ctx, which also ends at Close (see callSet).
+type waiter struct{ timer *time.Timer }
+
+// wait waits for a value on wake (then woken), for d, or for ctx to end (then err).
+func (w *waiter) wait(ctx context.Context, d time.Duration, wake <-chan struct{}) (woken bool, err error) {
+	if w.timer == nil {
+		w.timer = time.NewTimer(max(d, 0))
+	} else {
+		w.timer.Reset(max(d, 0))
+	}
+	select {
+	case <-wake:
+		return true, nil
+	case <-w.timer.C:
+		return false, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// stop releases the timer.
+func (w *waiter) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
 	}
 }
