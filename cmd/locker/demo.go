@@ -39,6 +39,7 @@ used), through the driver of --driver.`,
 				return err
 			}
 			defer backend.close()
+			backend.warnDown(s, "demo")
 			return runDemo(ctx, s.out, cfg, backend)
 		}
 	},

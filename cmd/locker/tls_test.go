@@ -354,3 +354,16 @@ func TestBenchTLS(t *testing.T) {
 		t.Errorf("bench with rediss:// to a plain server: after %v, stderr:\n%s", elapsed, tio.stderr)
 	}
 }
+
+// demo over TLS without verification warns, as the other commands do.
+func TestDemoTLSWarns(t *testing.T) {
+	t.Parallel()
+	s := newTLSSetup(t)
+	tio := newIO("", false)
+	url := "rediss://:hunter2@" + s.proxy + "/4?skip_verify=true"
+	tio.exec(t, 0, append(demoArgs, "--redis", url, "--driver", "rueidis")...)
+	if want := "locker demo: warning: TLS certificate verification is off for rediss://:xxxxx@" + s.proxy + "/4?skip_verify=xxxxx"; !strings.Contains(tio.stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, tio.stderr)
+	}
+	checkDemo(t, tio.stdout.String(), "backend: Redis at rediss://:xxxxx@"+s.proxy+"/4?skip_verify=xxxxx, driver rueidis")
+}
