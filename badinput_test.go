@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/memory"
-	"github.com/hashlock/locker/bench"
+	"github.com/hashlock/locker/internal/callcount"
 )
 
 // lockReenterUnlock locks key, re-enters it through the lease's context, and unlocks both.
@@ -45,10 +45,10 @@ func TestBadInput(t *testing.T) {
 		keys    []string // the keys the row touches, free afterwards
 		want    error    // nil: the call works
 		invalid bool     // the backend must not be called at all
-		run     func(t *testing.T, c *locker.Client, b *bench.Counter) error
+		run     func(t *testing.T, c *locker.Client, b *callcount.Counter) error
 	}
-	lockKey := func(key string, opts ...locker.Option) func(*testing.T, *locker.Client, *bench.Counter) error {
-		return func(_ *testing.T, c *locker.Client, _ *bench.Counter) error {
+	lockKey := func(key string, opts ...locker.Option) func(*testing.T, *locker.Client, *callcount.Counter) error {
+		return func(_ *testing.T, c *locker.Client, _ *callcount.Counter) error {
 			return lockReenterUnlock(bg, c, key, opts...)
 		}
 	}
@@ -73,7 +73,7 @@ func TestBadInput(t *testing.T) {
 		{name: "TTL 999µs", keys: []string{"k"}, want: locker.ErrInvalid, invalid: true, run: lockKey("k", locker.WithTTL(999*time.Microsecond))},
 		{name: "unlock timeout 0", keys: []string{"k"}, want: locker.ErrInvalid, invalid: true, run: lockKey("k", locker.WithUnlockTimeout(0))},
 		{name: "TTL 1ms", keys: []string{"k"}, run: lockKey("k", locker.WithTTL(time.Millisecond))},
-		{name: "TTL 100 years", keys: []string{"k"}, run: func(t *testing.T, c *locker.Client, _ *bench.Counter) error {
+		{name: "TTL 100 years", keys: []string{"k"}, run: func(t *testing.T, c *locker.Client, _ *callcount.Counter) error {
 			l, err := c.Lock(bg, "k", locker.WithTTL(100*year))
 			if err != nil {
 				return err
@@ -84,15 +84,15 @@ func TestBadInput(t *testing.T) {
 			}
 			return l.Unlock()
 		}},
-		{name: "nil ctx", keys: []string{"k"}, want: locker.ErrInvalid, invalid: true, run: func(_ *testing.T, c *locker.Client, _ *bench.Counter) error {
+		{name: "nil ctx", keys: []string{"k"}, want: locker.ErrInvalid, invalid: true, run: func(_ *testing.T, c *locker.Client, _ *callcount.Counter) error {
 			_, err := c.Lock(nilCtx, "k")
 			return err
 		}},
-		{name: "cancelled ctx", keys: []string{"k"}, want: context.Canceled, invalid: true, run: func(_ *testing.T, c *locker.Client, _ *bench.Counter) error {
+		{name: "cancelled ctx", keys: []string{"k"}, want: context.Canceled, invalid: true, run: func(_ *testing.T, c *locker.Client, _ *callcount.Counter) error {
 			_, err := c.Lock(cancelled, "k")
 			return err
 		}},
-		{name: "Unlock twice", keys: []string{"k"}, want: locker.ErrNotHeld, run: func(t *testing.T, c *locker.Client, b *bench.Counter) error {
+		{name: "Unlock twice", keys: []string{"k"}, want: locker.ErrNotHeld, run: func(t *testing.T, c *locker.Client, b *callcount.Counter) error {
 			l, err := c.Lock(bg, "k")
 			if err != nil {
 				return err
@@ -107,7 +107,7 @@ func TestBadInput(t *testing.T) {
 			}
 			return err
 		}},
-		{name: "Unlock after ForceUnlock", keys: []string{"k"}, want: locker.ErrNotHeld, run: func(t *testing.T, c *locker.Client, _ *bench.Counter) error {
+		{name: "Unlock after ForceUnlock", keys: []string{"k"}, want: locker.ErrNotHeld, run: func(t *testing.T, c *locker.Client, _ *callcount.Counter) error {
 			l, err := c.Lock(bg, "k")
 			if err != nil {
 				return err
@@ -120,7 +120,7 @@ func TestBadInput(t *testing.T) {
 			}
 			return l.Unlock()
 		}},
-		{name: "Lock after Close", keys: []string{"k"}, want: locker.ErrClosed, invalid: true, run: func(_ *testing.T, c *locker.Client, _ *bench.Counter) error {
+		{name: "Lock after Close", keys: []string{"k"}, want: locker.ErrClosed, invalid: true, run: func(_ *testing.T, c *locker.Client, _ *callcount.Counter) error {
 			c.Close()
 			_, err := c.Lock(bg, "k")
 			return err
@@ -138,7 +138,7 @@ func TestBadInput(t *testing.T) {
 				defer stop()
 				bg = ctx
 				mem := memory.New()
-				b := bench.Count(mem)
+				b := callcount.Count(mem)
 				c := locker.New(b)
 				defer c.Close()
 				err := r.run(t, c, b)

@@ -63,7 +63,7 @@ func ok[T any](v T, err error) func(*testing.T) T {
 
 func inspect(e *env, key string) locker.State {
 	e.t.Helper()
-	return ok(e.probe.Locker.Inspect(background(e.t), key))(e.t)
+	return ok(e.probe.faults.Inspect(background(e.t), key))(e.t)
 }
 
 // Re-entry through the lease's context (and contexts derived from it) adds holds; every Unlock
@@ -195,7 +195,7 @@ func renewalsBatched(e *env) {
 		t.Logf("taking the %d locks took %v: up to two Renew calls per tick", n, spread)
 	}
 	time.Sleep(2 * e.ttl)
-	batches := e.probe.renewBatches()
+	batches := e.probe.faults.renewBatches()
 	renewed := 0
 	for _, b := range batches {
 		renewed += b
@@ -310,7 +310,7 @@ const schedulingSlack = 250 * time.Millisecond
 func lostLease(e *env) {
 	t, c, ctx, key := e.t, e.client(), background(e.t), e.key("lost")
 	l := ok(c.Lock(ctx, key))(t)
-	if !ok(e.probe.Locker.ForceRelease(ctx, key))(t) {
+	if !ok(e.probe.faults.ForceRelease(ctx, key))(t) {
 		t.Fatal("ForceRelease of a held key reported no lock")
 	}
 	endsLost(e, l, time.Now().Add(e.ttl), "the lease context did not end within a TTL of the hold's loss")
@@ -322,7 +322,7 @@ func lostLease(e *env) {
 // When renewals fail, the lease context ends before the lease may have expired on the backend.
 func failingRenewalsEndLease(e *env) {
 	t, c, ctx, key := e.t, e.client(), background(e.t), e.key("partition")
-	e.probe.setFailRenew(true)
+	e.probe.faults.setFailRenew(true)
 	start := time.Now()
 	l := ok(c.Lock(ctx, key))(t)
 	acquired := time.Now() // the acquire was sent before: its lease ends by acquired+TTL
@@ -343,7 +343,7 @@ func failingRenewalsEndLease(e *env) {
 
 // skipWithoutNotices skips a property that needs release notices when the backend has none.
 func skipWithoutNotices(e *env, key string) {
-	_, cancel, err := e.probe.Locker.Subscribe(background(e.t), key)
+	_, cancel, err := e.probe.faults.Subscribe(background(e.t), key)
 	if errors.Is(err, errors.ErrUnsupported) {
 		e.t.Skip("the backend has no release notices")
 	}
@@ -355,7 +355,7 @@ func skipWithoutNotices(e *env, key string) {
 
 // A subscriber is notified after a release to zero and after a forced release.
 func notices(e *env) {
-	t, ctx, b, key := e.t, background(e.t), e.probe.Locker, e.key("notices")
+	t, ctx, b, key := e.t, background(e.t), e.probe.faults, e.key("notices")
 	skipWithoutNotices(e, key)
 	ch, cancel, err := b.Subscribe(ctx, key)
 	if err != nil {
@@ -422,7 +422,7 @@ func forceUnlockWakesWaiter(e *env) {
 func wakesWaiter(e *env, name string, release func(holder *locker.Lease, c *locker.Client)) {
 	t, ctx, key := e.t, background(e.t), e.key(name)
 	skipWithoutNotices(e, key)
-	refusals := e.probe.watchRefusals()
+	refusals := e.probe.faults.watchRefusals()
 	c := e.client(locker.WithTTL(10 * e.ttl)) // the holder's lease bounds the waiter's timer
 	holder := ok(c.Lock(ctx, key))(t)
 	got := make(chan error, 1)
@@ -484,7 +484,7 @@ func localQueue(e *env) {
 	// Now lose the second lease behind the Client's back: the next in line must not starve.
 	go lock()
 	e.settle()
-	ok(e.probe.Locker.ForceRelease(ctx, key))(t)
+	ok(e.probe.faults.ForceRelease(ctx, key))(t)
 	select {
 	case r := <-got:
 		ok(0, r.get(t, "the queued Lock after a loss").Unlock())(t)

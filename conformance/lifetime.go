@@ -17,7 +17,7 @@ func waitCtxBoundsWaitOnly(e *env) {
 	parent := context.WithValue(background(t), traceKey{}, "trace-1")
 
 	// A Lock that had to wait: another owner holds the key until the waiter has been refused.
-	refusals := e.probe.watchRefusals()
+	refusals := e.probe.faults.watchRefusals()
 	holder := ok(e.client().Lock(background(t), key))(t)
 	waitCtx, cancel := context.WithTimeout(parent, 10*e.ttl)
 	defer cancel()
@@ -102,7 +102,7 @@ func reentryAfterLoss(e *env) {
 
 	// Forced away behind the Client's back.
 	outer := ok(c.Lock(ctx, key))(t)
-	ok(e.probe.Locker.ForceRelease(ctx, key))(t)
+	ok(e.probe.faults.ForceRelease(ctx, key))(t)
 	reenter("forced away", outer.Context(), "")
 	if cause := context.Cause(outer.Context()); !errors.Is(cause, locker.ErrLockLost) {
 		t.Fatalf("the outer lease's cause = %v, want ErrLockLost", cause)
@@ -114,7 +114,7 @@ func reentryAfterLoss(e *env) {
 	// Forced away, and the Client saw it: the lease's context ended; a context that keeps its
 	// values but not its end still carries the lost ownership.
 	outer = ok(c.Lock(ctx, key))(t)
-	ok(e.probe.Locker.ForceRelease(ctx, key))(t)
+	ok(e.probe.faults.ForceRelease(ctx, key))(t)
 	endsLost(e, outer, time.Now().Add(e.ttl), "the watchdog did not see the forced release within a TTL")
 	reenter("seen lost, through the ended lease context", outer.Context(), "")
 	reenter("seen lost, through WithoutCancel", context.WithoutCancel(outer.Context()), "")
@@ -127,13 +127,13 @@ func reentryAfterLoss(e *env) {
 
 	// Taken by another owner meanwhile: the re-entry is refused, the holder untouched.
 	outer = ok(c.Lock(ctx, key))(t)
-	ok(e.probe.Locker.ForceRelease(ctx, key))(t)
+	ok(e.probe.faults.ForceRelease(ctx, key))(t)
 	other := ok(e.client().Lock(ctx, key))(t)
 	reenter("taken by another owner", context.WithoutCancel(outer.Context()), other.Owner())
 	ok(0, other.Unlock())(t)
 
 	first := ok(c.Lock(ctx, key, locker.WithOwner("shared")))(t)
-	ok(e.probe.Locker.ForceRelease(ctx, key))(t)
+	ok(e.probe.faults.ForceRelease(ctx, key))(t)
 	again := ok(c.Lock(ctx, key, locker.WithOwner("shared")))(t)
 	defer again.Unlock()
 	if again.Holds() != 1 {
@@ -183,7 +183,7 @@ func renewalCadence(e *env) {
 	defer l.Unlock()
 	acquired := time.Now()
 	time.Sleep(time.Until(start.Add(2 * e.ttl)))
-	times := e.probe.renewTimes()
+	times := e.probe.faults.renewTimes()
 	late := time.Duration(0) // how late a timer may fire: none in a bubble
 	if !e.sync {
 		late = e.ttl / 6

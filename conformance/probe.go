@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/internal/callcount"
 )
 
 // errInjected is the failure a probe returns for renewals while failRenew is set.
@@ -18,13 +19,35 @@ var errInjected = errors.New("conformance: injected renewal failure")
 // errLostReply is the failure of a call whose reply a probe dropped: the backend unavailable.
 var errLostReply = fmt.Errorf("conformance: injected lost reply: %w", locker.ErrUnavailable)
 
-// probe wraps the backend under test: it counts calls, records renewal batches, can make
-// renewals fail (a network partition as the Client sees it), and signals refusals.
+// probe wraps the backend under test: it counts the calls (callcount), then passes them to
+// faults, which records renewal batches, can make renewals fail (a network partition as the
+// Client sees it) or lose replies, and signals refusals. A step that calls probe.faults directly
+// is not counted.
 type probe struct {
+	*callcount.Counter
+	faults *faults
+}
+
+func newProbe(b locker.Locker) *probe {
+	f := &faults{Locker: b}
+	return &probe{Counter: callcount.Count(f), faults: f}
+}
+
+// total returns the number of calls of op, or of every method when op is "".
+func (p *probe) total(op string) int {
+	c := p.Calls()
+	n := map[string]int64{
+		"": c.RoundTrips(), "Acquire": c.Acquire, "Release": c.Release, "Renew": c.Renew,
+		"Inspect": c.Inspect, "ForceRelease": c.ForceRelease, "Subscribe": c.Subscribe,
+	}[op]
+	return int(n)
+}
+
+// faults is the backend under test with the failures a step injects.
+type faults struct {
 	locker.Locker
 
 	mu        sync.Mutex
-	calls     map[string]int
 	batches   []int       // size of every Renew batch
 	renewals  []time.Time // when every Renew call was made
 	failRenew bool
@@ -40,14 +63,10 @@ type lostReplies struct {
 	applied chan struct{} // receives after each such call took effect
 }
 
-func newProbe(b locker.Locker) *probe {
-	return &probe{Locker: b, calls: make(map[string]int)}
-}
-
 // loseReplies makes the next n calls of op ("Acquire" or "Release") take effect on the backend
 // and then fail with err, or, when err is nil, wait until their ctx ends and return its error (a
 // reply that does not come). It returns a channel that receives after each took effect.
-func (p *probe) loseReplies(op string, n int, err error) <-chan struct{} {
+func (p *faults) loseReplies(op string, n int, err error) <-chan struct{} {
 	l := &lostReplies{n: n, err: err, applied: make(chan struct{}, n)}
 	p.mu.Lock()
 	if p.lost == nil {
@@ -60,7 +79,7 @@ func (p *probe) loseReplies(op string, n int, err error) <-chan struct{} {
 
 // loseReply returns the error to report instead of the reply of a call of op that took effect,
 // or nil to report the reply.
-func (p *probe) loseReply(ctx context.Context, op string) error {
+func (p *faults) loseReply(ctx context.Context, op string) error {
 	p.mu.Lock()
 	l := p.lost[op]
 	if l == nil || l.n == 0 {
@@ -77,47 +96,27 @@ func (p *probe) loseReply(ctx context.Context, op string) error {
 	return ctx.Err()
 }
 
-func (p *probe) count(op string) {
-	p.mu.Lock()
-	p.calls[op]++
-	p.mu.Unlock()
-}
-
-// total returns the number of calls of op, or of every method when op is "".
-func (p *probe) total(op string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if op != "" {
-		return p.calls[op]
-	}
-	n := 0
-	for _, c := range p.calls {
-		n += c
-	}
-	return n
-}
-
 // renewTimes returns when every Renew call was made, in order.
-func (p *probe) renewTimes() []time.Time {
+func (p *faults) renewTimes() []time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]time.Time(nil), p.renewals...)
 }
 
-func (p *probe) renewBatches() []int {
+func (p *faults) renewBatches() []int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]int(nil), p.batches...)
 }
 
-func (p *probe) setFailRenew(fail bool) {
+func (p *faults) setFailRenew(fail bool) {
 	p.mu.Lock()
 	p.failRenew = fail
 	p.mu.Unlock()
 }
 
 // watchRefusals makes the probe report refused Acquires on the returned channel.
-func (p *probe) watchRefusals() <-chan string {
+func (p *faults) watchRefusals() <-chan string {
 	ch := make(chan string, 1024)
 	p.mu.Lock()
 	p.refused = ch
@@ -125,8 +124,7 @@ func (p *probe) watchRefusals() <-chan string {
 	return ch
 }
 
-func (p *probe) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
-	p.count("Acquire")
+func (p *faults) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
 	a, err := p.Locker.Acquire(ctx, req)
 	if err == nil {
 		if lost := p.loseReply(ctx, "Acquire"); lost != nil {
@@ -147,8 +145,7 @@ func (p *probe) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.
 	return a, err
 }
 
-func (p *probe) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
-	p.count("Release")
+func (p *faults) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
 	n, err := p.Locker.Release(ctx, req)
 	if err == nil {
 		if lost := p.loseReply(ctx, "Release"); lost != nil {
@@ -158,8 +155,7 @@ func (p *probe) Release(ctx context.Context, req locker.ReleaseRequest) (int, er
 	return n, err
 }
 
-func (p *probe) Renew(ctx context.Context, batch []locker.Renewal) []error {
-	p.count("Renew")
+func (p *faults) Renew(ctx context.Context, batch []locker.Renewal) []error {
 	p.mu.Lock()
 	p.batches = append(p.batches, len(batch))
 	p.renewals = append(p.renewals, time.Now())
@@ -175,18 +171,15 @@ func (p *probe) Renew(ctx context.Context, batch []locker.Renewal) []error {
 	return p.Locker.Renew(ctx, batch)
 }
 
-func (p *probe) Inspect(ctx context.Context, key string) (locker.State, error) {
-	p.count("Inspect")
+func (p *faults) Inspect(ctx context.Context, key string) (locker.State, error) {
 	return p.Locker.Inspect(ctx, key)
 }
 
-func (p *probe) ForceRelease(ctx context.Context, key string) (bool, error) {
-	p.count("ForceRelease")
+func (p *faults) ForceRelease(ctx context.Context, key string) (bool, error) {
 	return p.Locker.ForceRelease(ctx, key)
 }
 
-func (p *probe) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	p.count("Subscribe")
+func (p *faults) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	return p.Locker.Subscribe(ctx, key)
 }
 

@@ -37,7 +37,7 @@ func fencing(e *env) {
 // or by its timer, a twentieth of a TTL).
 func noOrphanedHold(e *env) {
 	t, ctx, key := e.t, background(e.t), e.key("orphan")
-	applied := e.probe.loseReplies("Acquire", 1, nil)
+	applied := e.probe.faults.loseReplies("Acquire", 1, nil)
 	short, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -69,12 +69,12 @@ func nextOwnerWithinHalfTTL(e *env, key, why string) {
 func lostAcquireReply(e *env) {
 	t, ctx, key := e.t, background(e.t), e.key("lost-acquire")
 	c := e.client()
-	e.probe.loseReplies("Acquire", 1, errLostReply)
+	e.probe.faults.loseReplies("Acquire", 1, errLostReply)
 	outer := ok(c.Lock(ctx, key))(t)
 	if outer.Holds() != 1 {
 		t.Fatalf("Lock after a lost reply: %d holds, want 1", outer.Holds())
 	}
-	e.probe.loseReplies("Acquire", 1, errLostReply)
+	e.probe.faults.loseReplies("Acquire", 1, errLostReply)
 	inner := ok(c.Lock(outer.Context(), key))(t)
 	if st := inspect(e, key); inner.Holds() != 2 || st.Holds != 2 {
 		t.Fatalf("re-entry after a lost reply: %d holds (backend: %d), want 2", inner.Holds(), st.Holds)
@@ -85,7 +85,7 @@ func lostAcquireReply(e *env) {
 		t.Fatalf("after both Unlocks: %+v, want free", st)
 	}
 	// TryLock does not retry: it returns the error and takes its acquire back.
-	e.probe.loseReplies("Acquire", 1, errLostReply)
+	e.probe.faults.loseReplies("Acquire", 1, errLostReply)
 	if _, err := c.TryLock(ctx, key); !errors.Is(err, locker.ErrUnavailable) {
 		t.Fatalf("TryLock with a lost reply = %v, want ErrUnavailable", err)
 	}
@@ -99,7 +99,7 @@ func lostReleaseReply(e *env) {
 	c := e.client()
 	outer := ok(c.Lock(ctx, key))(t)
 	inner := ok(c.Lock(outer.Context(), key))(t)
-	e.probe.loseReplies("Release", 1, errLostReply)
+	e.probe.faults.loseReplies("Release", 1, errLostReply)
 	if err := inner.Unlock(); err != nil {
 		t.Fatalf("Unlock after a lost reply: %v", err)
 	}

@@ -1,0 +1,108 @@
+// Package callcount counts the calls a Client makes to its backend: a locker.Locker decorator
+// shared by the benchmarks (round trips per operation) and the conformance suite (calls a step
+// must or must not make).
+package callcount
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/hashlock/locker"
+)
+
+// Calls counts the calls of each locker.Locker method; every call is one round trip to a
+// network backend (Renew sends its whole batch in one pipeline).
+type Calls struct {
+	Acquire      int64 `json:"acquire"`
+	Release      int64 `json:"release"`
+	Renew        int64 `json:"renew"`
+	RenewEntries int64 `json:"renew_entries"` // leases in all Renew batches
+	Inspect      int64 `json:"inspect"`
+	ForceRelease int64 `json:"force_release"`
+	Subscribe    int64 `json:"subscribe"`
+}
+
+// RoundTrips returns the number of calls: one round trip each.
+func (c Calls) RoundTrips() int64 {
+	return c.Acquire + c.Release + c.Renew + c.Inspect + c.ForceRelease + c.Subscribe
+}
+
+// Sub returns c - d, field by field.
+func (c Calls) Sub(d Calls) Calls {
+	return Calls{
+		Acquire:      c.Acquire - d.Acquire,
+		Release:      c.Release - d.Release,
+		Renew:        c.Renew - d.Renew,
+		RenewEntries: c.RenewEntries - d.RenewEntries,
+		Inspect:      c.Inspect - d.Inspect,
+		ForceRelease: c.ForceRelease - d.ForceRelease,
+		Subscribe:    c.Subscribe - d.Subscribe,
+	}
+}
+
+// Add returns c + d, field by field.
+func (c Calls) Add(d Calls) Calls {
+	return Calls{
+		Acquire:      c.Acquire + d.Acquire,
+		Release:      c.Release + d.Release,
+		Renew:        c.Renew + d.Renew,
+		RenewEntries: c.RenewEntries + d.RenewEntries,
+		Inspect:      c.Inspect + d.Inspect,
+		ForceRelease: c.ForceRelease + d.ForceRelease,
+		Subscribe:    c.Subscribe + d.Subscribe,
+	}
+}
+
+// A Counter is a locker.Locker that counts the calls to the Locker it wraps, then makes them. It
+// is safe for concurrent use.
+type Counter struct {
+	locker.Locker
+	acquire, release, renew, renewEntries, inspect, force, subscribe atomic.Int64
+}
+
+// Count returns a Counter around l.
+func Count(l locker.Locker) *Counter { return &Counter{Locker: l} }
+
+// Calls returns the counts so far.
+func (c *Counter) Calls() Calls {
+	return Calls{
+		Acquire:      c.acquire.Load(),
+		Release:      c.release.Load(),
+		Renew:        c.renew.Load(),
+		RenewEntries: c.renewEntries.Load(),
+		Inspect:      c.inspect.Load(),
+		ForceRelease: c.force.Load(),
+		Subscribe:    c.subscribe.Load(),
+	}
+}
+
+func (c *Counter) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
+	c.acquire.Add(1)
+	return c.Locker.Acquire(ctx, req)
+}
+
+func (c *Counter) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
+	c.release.Add(1)
+	return c.Locker.Release(ctx, req)
+}
+
+func (c *Counter) Renew(ctx context.Context, batch []locker.Renewal) []error {
+	c.renew.Add(1)
+	c.renewEntries.Add(int64(len(batch)))
+	return c.Locker.Renew(ctx, batch)
+}
+
+func (c *Counter) Inspect(ctx context.Context, key string) (locker.State, error) {
+	c.inspect.Add(1)
+	return c.Locker.Inspect(ctx, key)
+}
+
+func (c *Counter) ForceRelease(ctx context.Context, key string) (bool, error) {
+	c.force.Add(1)
+	return c.Locker.ForceRelease(ctx, key)
+}
+
+func (c *Counter) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	c.subscribe.Add(1)
+	return c.Locker.Subscribe(ctx, key)
+}
