@@ -137,7 +137,7 @@ func (r *redisURL) readQuery(q string) error {
 		}
 	}
 	if len(unknown) > 0 {
-		return usagef("--redis %s: unknown query option %s: locker knows %s (see locker help)", quotedURL(r.raw), strings.Join(unknown, ", "), strings.Join(urlOptions, ", "))
+		return usagef("--redis %s: unknown query option %s: locker knows %s (see --help)", quotedURL(r.raw), strings.Join(unknown, ", "), strings.Join(urlOptions, ", "))
 	}
 	return nil
 }
@@ -165,7 +165,7 @@ func (r *redisURL) canonical() string {
 // String is r's URL for people: redactURL's.
 func (r *redisURL) String() string { return redactURL(r.raw) }
 
-// describe is what r means, for tests and -v: "tls host:port db user", without the password.
+// describe is what r means, for tests: "rediss host:port db 2 user \"alice\"", without the password.
 func (r *redisURL) describe() string {
 	scheme := "redis"
 	if r.tls {

@@ -321,6 +321,14 @@ func TestTLSSlowServer(t *testing.T) {
 	}
 	t.Logf("20 handshakes on loopback: the slowest took %v (plainProbeAfter %v)", worst, plainProbeAfter)
 
+	// A plain server: errNotTLS, in a *tlsError.
+	start = time.Now()
+	err := checkTLS(context.Background(), s.plain, cfg)
+	if te, ok := errors.AsType[*tlsError](err); !ok || !errors.Is(err, errNotTLS) || te.addr != s.plain {
+		t.Errorf("checkTLS with a plain server: %v, want a *tlsError for %s with errNotTLS", err, s.plain)
+	}
+	t.Logf("a plain server found out in %v", time.Since(start))
+
 	// A server that never answers: checkTLS ends with its ctx, which is not a TLS error.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
