@@ -19,9 +19,9 @@ import (
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
 	redigolocker "github.com/hashlock/locker/backend/redigo"
+	"github.com/hashlock/locker/backend/rediscore"
 	rueidislocker "github.com/hashlock/locker/backend/rueidis"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redislock"
 	"github.com/hashlock/locker/internal/redistest"
 )
 
@@ -31,16 +31,16 @@ import (
 // first use.
 type authDriver struct {
 	name string
-	new  func(t conformance.TB, addr, user, pass string, opts ...redislock.Option) (locker.Locker, error)
+	new  func(t conformance.TB, addr, user, pass string, opts ...rediscore.Option) (locker.Locker, error)
 }
 
 var authDrivers = []authDriver{
-	{"goredis", func(t conformance.TB, addr, user, pass string, opts ...redislock.Option) (locker.Locker, error) {
+	{"goredis", func(t conformance.TB, addr, user, pass string, opts ...rediscore.Option) (locker.Locker, error) {
 		rdb := redis.NewClient(&redis.Options{Addr: addr, Username: user, Password: pass, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { rdb.Close() })
 		return goredis.New(rdb, opts...), nil
 	}},
-	{"rueidis", func(t conformance.TB, addr, user, pass string, opts ...redislock.Option) (locker.Locker, error) {
+	{"rueidis", func(t conformance.TB, addr, user, pass string, opts ...rediscore.Option) (locker.Locker, error) {
 		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, Username: user, Password: pass})
 		if err != nil {
 			return nil, err
@@ -48,7 +48,7 @@ var authDrivers = []authDriver{
 		t.Cleanup(c.Close)
 		return rueidislocker.New(c, opts...), nil
 	}},
-	{"redigo", func(t conformance.TB, addr, user, pass string, opts ...redislock.Option) (locker.Locker, error) {
+	{"redigo", func(t conformance.TB, addr, user, pass string, opts ...rediscore.Option) (locker.Locker, error) {
 		pool := &redigo.Pool{
 			// Bounded, as docs/redis.md advises: 10,000 waiting goroutines must not dial 10,000
 			// connections (TestNoticeConnectionsBounded).
@@ -68,7 +68,7 @@ var authDrivers = []authDriver{
 var lockerACL = []string{
 	"on", ">lockpw", "resetkeys", "resetchannels",
 	// The locks and their companions (request markers, fencing counters, notice channels:
-	// redislock.FenceKey, MarkerKey, Channel) all start with the key, or with a long key's first
+	// rediscore.FenceKey, MarkerKey, Channel) all start with the key, or with a long key's first
 	// 64 bytes.
 	"~app:*", "&app:*",
 	"-@all",

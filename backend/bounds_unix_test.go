@@ -13,14 +13,14 @@ import (
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
+	"github.com/hashlock/locker/backend/rediscore"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redislock"
 	"github.com/hashlock/locker/internal/redistest"
 )
 
 // boundDrivers are the drivers, plus go-redis as most people create it: without
 // ContextTimeoutEnabled, where it ignores contexts while it waits for a reply.
-var boundDrivers = append(append([]driver{}, drivers...), driver{"goredis-plain", func(t conformance.TB, addr string, opts ...redislock.Option) locker.Locker {
+var boundDrivers = append(append([]driver{}, drivers...), driver{"goredis-plain", func(t conformance.TB, addr string, opts ...rediscore.Option) locker.Locker {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return goredis.New(rdb, opts...)

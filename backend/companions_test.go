@@ -1,4 +1,4 @@
-// Tests of a lock's companion keys on real servers (their names: internal/redislock/keys.go): a
+// Tests of a lock's companion keys on real servers (their names: backend/rediscore/keys.go): a
 // user's key named like a companion is refused before anything is written, and a long key's
 // request marker stays small.
 package backend_test
@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
-	"github.com/hashlock/locker/internal/redislock"
+	"github.com/hashlock/locker/backend/rediscore"
 	"github.com/hashlock/locker/internal/redistest"
 )
 
@@ -83,7 +83,7 @@ func companionsOfOthers(t *testing.T, d driver, addr string, do onServer) {
 	for _, v := range userValues {
 		// The fencing counter: a fenced Lock, with a random owner and with WithOwner, and RaiseFence.
 		key := fmt.Sprintf("companions:%s:fence:%s", d.name, v.name)
-		unchanged := plant(t, do, v, redislock.FenceKey(key))
+		unchanged := plant(t, do, v, rediscore.FenceKey(key))
 		c := locker.New(b, locker.WithFencing())
 		defer c.Close()
 		for _, opts := range [][]locker.Option{nil, {locker.WithOwner("shared")}} {
@@ -105,7 +105,7 @@ func companionsOfOthers(t *testing.T, d driver, addr string, do onServer) {
 		// A request marker: an acquire with an ID (a re-entry's), a release with an ID, and the
 		// Client's Unlock, whose request ID the test learns as the release is sent.
 		key = fmt.Sprintf("companions:%s:marker:%s", d.name, v.name)
-		unchanged = plant(t, do, v, redislock.MarkerKey(key, "r1"))
+		unchanged = plant(t, do, v, rediscore.MarkerKey(key, "r1"))
 		_, err = b.Acquire(ctx, locker.AcquireRequest{Key: key, Owner: "o", TTL: time.Minute, ID: "r1"})
 		notALock("Acquire with a request ID, "+v.name+" at its marker", err)
 		if existsOn(t, do, key) {
@@ -151,7 +151,7 @@ type plantOnRelease struct {
 
 func (p *plantOnRelease) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
 	if req.ID != "" {
-		p.plant(redislock.MarkerKey(req.Key, req.ID))
+		p.plant(rediscore.MarkerKey(req.Key, req.ID))
 		p.planted++
 	}
 	return p.Locker.Release(ctx, req)

@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/rediscore"
 	"github.com/hashlock/locker/internal/faultproxy"
-	"github.com/hashlock/locker/internal/redislock"
 	"github.com/hashlock/locker/internal/redistest"
 )
 
@@ -79,7 +79,7 @@ func (f *faulty) direct(t *testing.T, d driver) locker.Locker {
 // loadScripts loads every canonical script into the server's script cache.
 func (f *faulty) loadScripts(t *testing.T) {
 	t.Helper()
-	for _, s := range redislock.Scripts() {
+	for _, s := range rediscore.Scripts() {
 		if sha := f.srv.Do(t, "SCRIPT", "LOAD", s.Source); sha != s.SHA1 {
 			t.Fatalf("SCRIPT LOAD %s = %v, want %s", s.Name, sha, s.SHA1)
 		}
@@ -104,7 +104,7 @@ func holdsOn(t *testing.T, srv *redistest.Server, key string) map[string]int {
 		owner, _ := fields[i].(string)
 		v, _ := fields[i+1].(string)
 		if owner == "" {
-			marked = v == "locker" // the lock marker (internal/redislock/lua/lib.lua)
+			marked = v == "locker" // the lock marker (backend/rediscore/lua/lib.lua)
 			continue
 		}
 		n, err := strconv.Atoi(v)

@@ -12,7 +12,7 @@ import (
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
 	"github.com/hashlock/locker/backend/memory"
-	"github.com/hashlock/locker/internal/redislock"
+	"github.com/hashlock/locker/backend/rediscore"
 	"github.com/hashlock/locker/internal/redistest"
 )
 
@@ -157,9 +157,9 @@ func FuzzBackendsAgree(f *testing.F) {
 		if v, err := rdb.Get(ctx, sentinelKey).Result(); err != nil || v != "intact" {
 			t.Fatalf("sentinel key after the sequence: %q, %v; want \"intact\"", v, err)
 		}
-		allowed := map[string]bool{sentinelKey: true, redislock.FenceKey(key): true}
+		allowed := map[string]bool{sentinelKey: true, rediscore.FenceKey(key): true}
 		for _, rid := range ids[1:] {
-			allowed[redislock.MarkerKey(key, rid)] = true
+			allowed[rediscore.MarkerKey(key, rid)] = true
 		}
 		if st.Locked {
 			allowed[key] = true

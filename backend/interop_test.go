@@ -13,22 +13,22 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/rediscore"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redislock"
 	"github.com/hashlock/locker/internal/redistest"
 )
 
 // A driver makes a backend of one Redis driver on the server at addr, configured by opts.
 type driver struct {
 	name string
-	new  func(t conformance.TB, addr string, opts ...redislock.Option) locker.Locker
+	new  func(t conformance.TB, addr string, opts ...rediscore.Option) locker.Locker
 }
 
 // drivers are the authDrivers (acl_test.go) on a server without authentication.
 var drivers = func() []driver {
 	var ds []driver
 	for _, ad := range authDrivers {
-		ds = append(ds, driver{ad.name, func(t conformance.TB, addr string, opts ...redislock.Option) locker.Locker {
+		ds = append(ds, driver{ad.name, func(t conformance.TB, addr string, opts ...rediscore.Option) locker.Locker {
 			l, err := ad.new(t, addr, "", "", opts...)
 			if err != nil {
 				t.Fatalf("%v", err)
@@ -262,7 +262,7 @@ func TestSubscriptionsShared(t *testing.T) {
 	for _, d := range drivers {
 		t.Run(d.name, func(t *testing.T) {
 			key := "shared:" + d.name
-			channel := redislock.Channel(key)
+			channel := rediscore.Channel(key)
 			b := d.new(t, srv.Addr)
 			holder := locker.New(b, locker.WithTTL(30*time.Second))
 			defer holder.Close()

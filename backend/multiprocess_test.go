@@ -23,9 +23,9 @@ import (
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
 	"github.com/hashlock/locker/backend/quorum"
+	"github.com/hashlock/locker/backend/rediscore"
 	"github.com/hashlock/locker/conformance"
 	"github.com/hashlock/locker/internal/history"
-	"github.com/hashlock/locker/internal/redislock"
 	"github.com/hashlock/locker/internal/redistest"
 )
 
@@ -43,7 +43,7 @@ const (
 
 // workerRoles are the worker processes, one driver each: go-redis, rueidis, redigo, and go-redis
 // again with a pool of one connection (its Lock, Unlock and watchdog renewals queue for it).
-var workerRoles = append(append([]driver(nil), drivers...), driver{"goredis-pool1", func(t conformance.TB, addr string, opts ...redislock.Option) locker.Locker {
+var workerRoles = append(append([]driver(nil), drivers...), driver{"goredis-pool1", func(t conformance.TB, addr string, opts ...rediscore.Option) locker.Locker {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { rdb.Close() })
 	return goredis.New(rdb, opts...)

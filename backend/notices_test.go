@@ -14,9 +14,9 @@ import (
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
+	"github.com/hashlock/locker/backend/rediscore"
 	rueidislocker "github.com/hashlock/locker/backend/rueidis"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redislock"
 	"github.com/hashlock/locker/internal/redistest"
 )
 
@@ -171,7 +171,7 @@ func TestNoticesFromOwnShard(t *testing.T) {
 			b := c.new(t, "")
 			release := contended(t, b, keys, 1, func() int { return clusterChannels(t, cluster) })
 			for _, k := range keys {
-				channel := redislock.Channel(k)
+				channel := rediscore.Channel(k)
 				v, err := cluster.DoKey(k, "PUBSUB", "SHARDNUMSUB", channel)
 				if r, _ := v.([]any); err != nil || len(r) != 2 || r[1] != int64(1) {
 					t.Fatalf("PUBSUB SHARDNUMSUB %s on the master of its slot: %v, %v; want 1 subscriber", channel, v, err)
@@ -190,12 +190,12 @@ func TestNoticesFromOwnShard(t *testing.T) {
 // clusterDrivers are the drivers with Redis Cluster support, on cluster.
 func clusterDrivers(cluster *redistest.Cluster) []driver {
 	return []driver{
-		{"goredis", func(t conformance.TB, _ string, opts ...redislock.Option) locker.Locker {
+		{"goredis", func(t conformance.TB, _ string, opts ...rediscore.Option) locker.Locker {
 			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { rdb.Close() })
 			return goredis.New(rdb, opts...)
 		}},
-		{"rueidis", func(t conformance.TB, _ string, opts ...redislock.Option) locker.Locker {
+		{"rueidis", func(t conformance.TB, _ string, opts ...rediscore.Option) locker.Locker {
 			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cluster.Addrs})
 			if err != nil {
 				t.Fatalf("%v", err)
@@ -219,7 +219,7 @@ func clusterChannels(t *testing.T, cluster *redistest.Cluster) int {
 // key's slot.
 func shardSubscribers(t *testing.T, cluster *redistest.Cluster, key string) int64 {
 	t.Helper()
-	v, err := cluster.DoKey(key, "PUBSUB", "SHARDNUMSUB", redislock.Channel(key))
+	v, err := cluster.DoKey(key, "PUBSUB", "SHARDNUMSUB", rediscore.Channel(key))
 	r, _ := v.([]any)
 	if err != nil || len(r) != 2 {
 		t.Fatalf("PUBSUB SHARDNUMSUB for %s: %v, %v", key, v, err)
@@ -237,12 +237,12 @@ func TestNoticesFollowAMovedSlot(t *testing.T) {
 			cluster := redistest.StartCluster(t, 3)
 			d := clusterDrivers(cluster)[map[string]int{"goredis": 0, "rueidis": 1}[d.name]]
 			moving := []string{"{moving}:a", "{moving}:b"}
-			slot := int(redislock.Slot(moving[0]))
+			slot := int(rediscore.Slot(moving[0]))
 			from := slot * 3 / redistest.NumSlots // node i serves the i-th third of the slots
 			keys := append([]string{}, moving...)
 			for i := 0; len(keys) < 6; i++ { // keys of other slots on the same master
 				k := fmt.Sprintf("staying:%d", i)
-				if s := int(redislock.Slot(k)); s != slot && s*3/redistest.NumSlots == from {
+				if s := int(rediscore.Slot(k)); s != slot && s*3/redistest.NumSlots == from {
 					keys = append(keys, k)
 				}
 			}

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/rediscore"
 	"github.com/hashlock/locker/conformance"
 	"github.com/hashlock/locker/internal/faultproxy"
-	"github.com/hashlock/locker/internal/redislock"
 	"github.com/hashlock/locker/internal/redistest"
 )
 
@@ -100,7 +100,7 @@ func TestReplicaAckSurvivesFailover(t *testing.T) {
 			p.link.SetLatency(100 * time.Millisecond)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			c := locker.New(d.new(t, p.master.Addr, redislock.WithReplicaAck(1, 5*time.Second)))
+			c := locker.New(d.new(t, p.master.Addr, rediscore.WithReplicaAck(1, 5*time.Second)))
 			defer c.Close()
 			outer, err := c.Lock(ctx, "failover")
 			if err != nil {
@@ -169,13 +169,13 @@ func TestReplicaAckNotReplicated(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			b := d.new(t, p.master.Addr, redislock.WithReplicaAck(1, 100*time.Millisecond))
+			b := d.new(t, p.master.Addr, rediscore.WithReplicaAck(1, 100*time.Millisecond))
 			c := locker.New(b)
 			defer c.Close()
 
 			key := "unreplicated:" + d.name
 			_, err := c.TryLock(ctx, key)
-			if !errors.Is(err, locker.ErrUnavailable) || !errors.Is(err, redislock.ErrNotReplicated) {
+			if !errors.Is(err, locker.ErrUnavailable) || !errors.Is(err, rediscore.ErrNotReplicated) {
 				t.Fatalf("TryLock = %v, want ErrUnavailable and ErrNotReplicated", err)
 			}
 			if exists(t, p.master, key) {
@@ -209,13 +209,13 @@ func TestReplicaAckNotReplicated(t *testing.T) {
 			// was), so the replayed script writes, and the replica is not counted.
 			plain := d.new(t, p.master.Addr)
 			replay := func() locker.Locker {
-				return d.new(t, p.master.Addr, redislock.WithReplicaAck(1, 100*time.Millisecond))
+				return d.new(t, p.master.Addr, rediscore.WithReplicaAck(1, 100*time.Millisecond))
 			}
 			req := locker.AcquireRequest{Key: key, Owner: "o", TTL: time.Minute, ID: "replayed-acquire"}
 			if a, err := plain.Acquire(ctx, req); err != nil || !a.Acquired() {
 				t.Fatalf("first acquire = %+v, %v", a, err)
 			}
-			if _, err := replay().Acquire(ctx, req); !errors.Is(err, redislock.ErrNotReplicated) {
+			if _, err := replay().Acquire(ctx, req); !errors.Is(err, rediscore.ErrNotReplicated) {
 				t.Fatalf("acquire sent again = %v, want ErrNotReplicated", err)
 			}
 			if exists(t, p.master, key) {
@@ -228,7 +228,7 @@ func TestReplicaAckNotReplicated(t *testing.T) {
 			if n, err := plain.Release(ctx, rel); err != nil || n != 0 {
 				t.Fatalf("first release = %d, %v", n, err)
 			}
-			if _, err := replay().Release(ctx, rel); !errors.Is(err, redislock.ErrNotReplicated) {
+			if _, err := replay().Release(ctx, rel); !errors.Is(err, rediscore.ErrNotReplicated) {
 				t.Fatalf("release sent again = %v, want ErrNotReplicated", err)
 			}
 		})
@@ -245,7 +245,7 @@ func TestReplicaAckReleaseReplicaDown(t *testing.T) {
 	defer cancel()
 	leases := make([]*locker.Lease, len(drivers))
 	for i, d := range drivers {
-		c := locker.New(d.new(t, p.master.Addr, redislock.WithReplicaAck(1, 100*time.Millisecond)))
+		c := locker.New(d.new(t, p.master.Addr, rediscore.WithReplicaAck(1, 100*time.Millisecond)))
 		defer c.Close()
 		l, err := c.Lock(ctx, "release:"+d.name)
 		if err != nil {
@@ -257,7 +257,7 @@ func TestReplicaAckReleaseReplicaDown(t *testing.T) {
 	waitInfo(t, p.master, "connected_slaves:0")
 	for i, d := range drivers {
 		err := leases[i].Unlock()
-		if !errors.Is(err, locker.ErrUnavailable) || !errors.Is(err, redislock.ErrNotReplicated) {
+		if !errors.Is(err, locker.ErrUnavailable) || !errors.Is(err, rediscore.ErrNotReplicated) {
 			t.Errorf("%s: Unlock without replica = %v, want ErrUnavailable and ErrNotReplicated", d.name, err)
 		}
 		if exists(t, p.master, "release:"+d.name) {
@@ -272,7 +272,7 @@ func TestReplicaAckInvalidOptions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, d := range drivers {
-		for _, opt := range []redislock.Option{redislock.WithReplicaAck(0, time.Second), redislock.WithReplicaAck(1, 0), nil} {
+		for _, opt := range []rediscore.Option{rediscore.WithReplicaAck(0, time.Second), rediscore.WithReplicaAck(1, 0), nil} {
 			c := locker.New(d.new(t, srv.Addr, opt))
 			_, err := c.Lock(ctx, "invalid")
 			c.Close()
@@ -297,10 +297,10 @@ func TestReplicaAckCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, d := range clients {
-		b := d.new(t, "", redislock.WithReplicaAck(1, 50*time.Millisecond))
+		b := d.new(t, "", rediscore.WithReplicaAck(1, 50*time.Millisecond))
 		key := "cluster:" + d.name
 		_, err := b.Acquire(ctx, locker.AcquireRequest{Key: key, Owner: "o", TTL: time.Minute, ID: "a"})
-		if !errors.Is(err, redislock.ErrNotReplicated) {
+		if !errors.Is(err, rediscore.ErrNotReplicated) {
 			t.Fatalf("%s: Acquire = %v, want ErrNotReplicated", d.name, err)
 		}
 		if owner := slotOwner(t, cluster, key); exists(t, owner, key) {
@@ -314,14 +314,14 @@ func TestReplicaAckCluster(t *testing.T) {
 		if to == from {
 			to = cluster.Nodes[1]
 		}
-		moveSlot(t, cluster, redislock.Slot(moving), from, to)
+		moveSlot(t, cluster, rediscore.Slot(moving), from, to)
 		_, err = b.Acquire(ctx, locker.AcquireRequest{Key: moving, Owner: "o", TTL: time.Minute})
 		if !errors.Is(err, locker.ErrUnavailable) || !strings.Contains(err.Error(), "MOVED") {
 			t.Fatalf("%s: Acquire right after the slot moved = %v, want ErrUnavailable for MOVED", d.name, err)
 		}
 		for deadline := time.Now().Add(10 * time.Second); ; {
 			_, err = b.Acquire(ctx, locker.AcquireRequest{Key: moving, Owner: "o", TTL: time.Minute})
-			if errors.Is(err, redislock.ErrNotReplicated) {
+			if errors.Is(err, rediscore.ErrNotReplicated) {
 				break
 			}
 			if !errors.Is(err, locker.ErrUnavailable) || time.Now().After(deadline) {
@@ -364,7 +364,7 @@ func TestConformanceReplicaAck(t *testing.T) {
 	conformance.Run(t, conformance.Factory{
 		TTL: time.Second,
 		New: func(t conformance.TB) locker.Locker {
-			return drivers[0].new(t, p.master.Addr, redislock.WithReplicaAck(1, time.Second))
+			return drivers[0].new(t, p.master.Addr, rediscore.WithReplicaAck(1, time.Second))
 		},
 	})
 }
@@ -376,9 +376,9 @@ func BenchmarkReplicaAck(b *testing.B) {
 	startReplica(b, master, master.Addr)
 	for _, d := range drivers {
 		for _, ack := range []bool{false, true} {
-			name, opts := d.name+"/no-ack", []redislock.Option(nil)
+			name, opts := d.name+"/no-ack", []rediscore.Option(nil)
 			if ack {
-				name, opts = d.name+"/ack", []redislock.Option{redislock.WithReplicaAck(1, time.Second)}
+				name, opts = d.name+"/ack", []rediscore.Option{rediscore.WithReplicaAck(1, time.Second)}
 			}
 			b.Run(name, func(b *testing.B) {
 				c := locker.New(d.new(b, master.Addr, opts...))
@@ -411,7 +411,7 @@ func TestReplicaAckRenewalsUnconfirmedEndLease(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			const ttl = 600 * time.Millisecond
-			c := locker.New(d.new(t, p.master.Addr, redislock.WithReplicaAck(1, 50*time.Millisecond)), locker.WithTTL(ttl))
+			c := locker.New(d.new(t, p.master.Addr, rediscore.WithReplicaAck(1, 50*time.Millisecond)), locker.WithTTL(ttl))
 			defer c.Close()
 			l, err := c.Lock(ctx, "renewals")
 			if err != nil {

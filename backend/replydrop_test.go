@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
-	"github.com/hashlock/locker/internal/redislock"
+	"github.com/hashlock/locker/backend/rediscore"
 )
 
 // replyDropTrials is how many times each reply-drop scenario runs per driver.
@@ -31,7 +31,7 @@ func TestAcquireReplyDropped(t *testing.T) {
 			key := fmt.Sprintf("drop:acquire:%s:%d", d.name, i)
 
 			// A first Lock whose reply is lost.
-			l := dropping(t, f, redislock.AcquireScript, func() *locker.Lease {
+			l := dropping(t, f, rediscore.AcquireScript, func() *locker.Lease {
 				l, err := c.Lock(ctx, key)
 				if err != nil {
 					t.Fatalf("Lock %s with its reply lost: %v", key, err)
@@ -44,7 +44,7 @@ func TestAcquireReplyDropped(t *testing.T) {
 			wantHolds(t, f.srv, key, 1, "after a Lock whose reply was lost")
 
 			// A re-entry whose reply is lost.
-			inner := dropping(t, f, redislock.AcquireScript, func() *locker.Lease {
+			inner := dropping(t, f, rediscore.AcquireScript, func() *locker.Lease {
 				inner, err := c.Lock(l.Context(), key)
 				if err != nil {
 					t.Fatalf("re-entry of %s with its reply lost: %v", key, err)
@@ -68,7 +68,7 @@ func TestAcquireReplyDropped(t *testing.T) {
 			// failed as unavailable and taken back in the background.
 			key += ":try"
 			var tryErr error
-			tl := dropping(t, f, redislock.AcquireScript, func() *locker.Lease {
+			tl := dropping(t, f, rediscore.AcquireScript, func() *locker.Lease {
 				tl, err := c.TryLock(ctx, key)
 				tryErr = err
 				return tl
@@ -118,7 +118,7 @@ func TestReleaseReplyDropped(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dropping(t, f, redislock.ReleaseScript, func() *locker.Lease {
+			dropping(t, f, rediscore.ReleaseScript, func() *locker.Lease {
 				if err := inner.Unlock(); err != nil {
 					t.Fatalf("inner Unlock of %s with its reply lost: %v", key, err)
 				}
@@ -132,7 +132,7 @@ func TestReleaseReplyDropped(t *testing.T) {
 			if err := outer.Context().Err(); err != nil {
 				t.Fatalf("the outer lease of %s ended: %v", key, context.Cause(outer.Context()))
 			}
-			dropping(t, f, redislock.ReleaseScript, func() *locker.Lease {
+			dropping(t, f, rediscore.ReleaseScript, func() *locker.Lease {
 				if err := outer.Unlock(); err != nil {
 					t.Fatalf("outer Unlock of %s with its reply lost: %v", key, err)
 				}
@@ -147,7 +147,7 @@ func TestReleaseReplyDropped(t *testing.T) {
 // dropping runs call with the proxy set to lose the reply to the next command that runs s (the
 // command still runs on the server), checks that exactly that one reply was lost, and returns
 // call's lease.
-func dropping(t *testing.T, f *faulty, s *redislock.Script, call func() *locker.Lease) *locker.Lease {
+func dropping(t *testing.T, f *faulty, s *rediscore.Script, call func() *locker.Lease) *locker.Lease {
 	t.Helper()
 	before := f.proxy.Dropped()
 	f.proxy.DropRepliesTo(s.SHA1, 1)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
-	"github.com/hashlock/locker/internal/redislock"
+	"github.com/hashlock/locker/backend/rediscore"
 	"github.com/hashlock/locker/internal/redistest"
 )
 
@@ -132,7 +132,7 @@ func restartTrial(t *testing.T, f *faulty, hb locker.Locker, w *refusals, key st
 	if left := pttl(t, f.srv, key); left < restartTTL.Milliseconds()/2 {
 		t.Fatalf("%s: PTTL %dms: the holder did not renew its lease on the restarted server", key, left)
 	}
-	channel := redislock.Channel(key)
+	channel := rediscore.Channel(key)
 	waitUntil(t, 5*time.Second, key+": the waiter's subscription back after the restart", func() bool {
 		return subscribers(t, f.srv, channel) > 0
 	})

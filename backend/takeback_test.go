@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
-	"github.com/hashlock/locker/internal/redislock"
+	"github.com/hashlock/locker/backend/rediscore"
 )
 
 // takeBackTrials is how many times each scenario of abandoned acquires runs per driver.
@@ -232,7 +232,7 @@ func abandonWithRepliesLost(t *testing.T, f *faulty, b *undoWatch, c *locker.Cli
 	defer f.healAndReset()
 	b.drain()
 	before := f.proxy.Dropped()
-	f.proxy.DropRepliesTo(redislock.AcquireScript.SHA1, 1000)
+	f.proxy.DropRepliesTo(rediscore.AcquireScript.SHA1, 1000)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	done := lockAsync(c, ctx, key)

@@ -17,8 +17,8 @@ import (
 	"github.com/hashlock/locker/backend/memory"
 	"github.com/hashlock/locker/backend/quorum"
 	"github.com/hashlock/locker/backend/redigo"
+	"github.com/hashlock/locker/backend/rediscore"
 	rueidislocker "github.com/hashlock/locker/backend/rueidis"
-	"github.com/hashlock/locker/internal/redislock"
 )
 
 // floorScript is the raw floor's script: the least work a script call can do.
@@ -294,10 +294,10 @@ type scriptsArgs struct {
 func scriptsCall() scriptsArgs {
 	key, owner := newKey("floor-scripts"), "0123456789abcdef0123456789abcdef"
 	return scriptsArgs{
-		acquireKeys: []string{key, redislock.MarkerKey(key, "AAAAAAAAAAAAAAAA.1")},
+		acquireKeys: []string{key, rediscore.MarkerKey(key, "AAAAAAAAAAAAAAAA.1")},
 		acquireArgs: []string{owner, "30000", "mn"},
-		releaseKeys: []string{key, redislock.MarkerKey(key, "AAAAAAAAAAAAAAAA.2")},
-		releaseArgs: []string{owner, redislock.Channel(key), "m"},
+		releaseKeys: []string{key, rediscore.MarkerKey(key, "AAAAAAAAAAAAAAAA.2")},
+		releaseArgs: []string{owner, rediscore.Channel(key), "m"},
 	}
 }
 
@@ -311,8 +311,8 @@ func anys(ss []string) []any {
 }
 
 func goredisScripts(c goredislib.Scripter) FloorOp {
-	acquire := goredislib.NewScript(redislock.AcquireScript.Source)
-	release := goredislib.NewScript(redislock.ReleaseScript.Source)
+	acquire := goredislib.NewScript(rediscore.AcquireScript.Source)
+	release := goredislib.NewScript(rediscore.ReleaseScript.Source)
 	a := scriptsCall()
 	acquireArgs, releaseArgs := anys(a.acquireArgs), anys(a.releaseArgs)
 	return func(ctx context.Context) error {
@@ -324,8 +324,8 @@ func goredisScripts(c goredislib.Scripter) FloorOp {
 }
 
 func rueidisScripts(c rueidis.Client) FloorOp {
-	acquire := rueidis.NewLuaScript(redislock.AcquireScript.Source)
-	release := rueidis.NewLuaScript(redislock.ReleaseScript.Source)
+	acquire := rueidis.NewLuaScript(rediscore.AcquireScript.Source)
+	release := rueidis.NewLuaScript(rediscore.ReleaseScript.Source)
 	a := scriptsCall()
 	return func(ctx context.Context) error {
 		if err := acquire.Exec(ctx, c, a.acquireKeys, a.acquireArgs).Error(); err != nil {
@@ -336,8 +336,8 @@ func rueidisScripts(c rueidis.Client) FloorOp {
 }
 
 func redigoScripts(p *redigolib.Pool) FloorOp {
-	acquire := redigolib.NewScript(2, redislock.AcquireScript.Source)
-	release := redigolib.NewScript(2, redislock.ReleaseScript.Source)
+	acquire := redigolib.NewScript(2, rediscore.AcquireScript.Source)
+	release := redigolib.NewScript(2, rediscore.ReleaseScript.Source)
 	a := scriptsCall()
 	acquireArgs := anys(append(append([]string(nil), a.acquireKeys...), a.acquireArgs...))
 	releaseArgs := anys(append(append([]string(nil), a.releaseKeys...), a.releaseArgs...))

@@ -13,8 +13,12 @@
 // Scripts run through go-redis script objects (EVALSHA, EVAL when the server lost its script
 // cache); renewals of many leases go out in one pipeline (one per node on a cluster); release
 // notices come through go-redis pub/sub, sharded (SSUBSCRIBE) where the server supports it, on a
-// few connections per node shared by every contended key (see WithNoticeConns). The scripts and key layout are those of every Redis backend of this module, so
-// clients of different drivers can share locks.
+// few connections per node shared by every contended key (rediscore.WithNoticeConns). With
+// rediscore.WithReplicaAck, the script and WAIT go to the master of the key's slot on a
+// ClusterClient, to the key's shard on a Ring, and the wait also ends at 4/5 of the client's
+// ReadTimeout, beyond which go-redis would stop reading the reply. The scripts and key layout
+// are those of every Redis backend of this module, so clients of different drivers can share
+// locks.
 package goredis
 
 import (
@@ -26,38 +30,33 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hashlock/locker"
-	"github.com/hashlock/locker/internal/redislock"
+	"github.com/hashlock/locker/backend/rediscore"
 )
 
-// Backend is a locker.Locker on a go-redis client. Create it with New; it is safe for concurrent
-// use and needs no Close (the go-redis client stays the caller's to close).
-type Backend struct {
-	*redislock.Backend
-}
-
-// New returns a Backend on c, configured by opts (none by default). The Backend never closes
-// c.
-func New(c redis.UniversalClient, opts ...Option) *Backend {
-	d := &driver{c: c, scripts: redislock.PrepareScripts(redis.NewScript)}
+// New returns the Redis backend (a locker.Locker) on c, configured by opts (rediscore.Option:
+// WithReplicaAck, WithNoticeConns; none by default). It is safe for concurrent use and needs no
+// Close: c stays the caller's, and the Backend never closes it.
+func New(c redis.UniversalClient, opts ...rediscore.Option) *rediscore.Backend {
+	d := &driver{c: c, scripts: rediscore.PrepareScripts(redis.NewScript)}
 	_, d.cluster = c.(*redis.ClusterClient)
-	return &Backend{redislock.New(redislock.Interruptible(d), "goredis", opts...)}
+	return rediscore.New(rediscore.Interruptible(d), "goredis", opts...)
 }
 
-// driver implements redislock.Driver with go-redis.
+// driver implements rediscore.Driver with go-redis.
 type driver struct {
 	c       redis.UniversalClient
 	cluster bool
-	scripts map[*redislock.Script]*redis.Script // read-only after New
+	scripts map[*rediscore.Script]*redis.Script // read-only after New
 	nodes   sync.Map                            // node address → *redis.Client, for DialPubSub
 }
 
 func (d *driver) Cluster() bool { return d.cluster }
 
-func (d *driver) Eval(ctx context.Context, s *redislock.Script, keys, args []string) (redislock.Reply, error) {
+func (d *driver) Eval(ctx context.Context, s *rediscore.Script, keys, args []string) (rediscore.Reply, error) {
 	return reply(d.scripts[s].Run(ctx, d.c, keys, anys(args)...))
 }
 
-func (d *driver) EvalBatch(ctx context.Context, s *redislock.Script, calls []redislock.Call) []redislock.Result {
+func (d *driver) EvalBatch(ctx context.Context, s *rediscore.Script, calls []rediscore.Call) []rediscore.Result {
 	script := d.scripts[s]
 	run := func() []*redis.Cmd {
 		cmds := make([]*redis.Cmd, len(calls))
@@ -79,14 +78,14 @@ func (d *driver) EvalBatch(ctx context.Context, s *redislock.Script, calls []red
 			break
 		}
 	}
-	results := make([]redislock.Result, len(cmds))
+	results := make([]rediscore.Result, len(cmds))
 	for i, cmd := range cmds {
 		results[i].Reply, results[i].Err = reply(cmd)
 	}
 	return results
 }
 
-// PubSubNode implements redislock.Driver: on a ClusterClient a sharded channel's node is the
+// PubSubNode implements rediscore.Driver: on a ClusterClient a sharded channel's node is the
 // master of its slot; on a Ring every channel's node is its shard, where the scripts publish.
 func (d *driver) PubSubNode(ctx context.Context, channel string, sharded bool) (string, error) {
 	switch d.c.(type) {
@@ -107,10 +106,10 @@ func (d *driver) PubSubNode(ctx context.Context, channel string, sharded bool) (
 	return addr, nil
 }
 
-// DialPubSub implements redislock.Driver with a go-redis PubSub, which connects at its first
+// DialPubSub implements rediscore.Driver with a go-redis PubSub, which connects at its first
 // command. Its reader ends at the first error: the Backend closes it and subscribes its channels
 // on a new one (go-redis's own re-subscription is never used).
-func (d *driver) DialPubSub(ctx context.Context, node string, events redislock.PubSubEvents) (redislock.PubSubConn, error) {
+func (d *driver) DialPubSub(ctx context.Context, node string, events rediscore.PubSubEvents) (rediscore.PubSubConn, error) {
 	var ps *redis.PubSub
 	if node == "" {
 		ps = d.c.Subscribe(ctx)
@@ -142,14 +141,14 @@ func (d *driver) DialPubSub(ctx context.Context, node string, events redislock.P
 	return p, nil
 }
 
-// pubsub is a redislock.PubSubConn on a go-redis PubSub.
+// pubsub is a rediscore.PubSubConn on a go-redis PubSub.
 type pubsub struct {
 	ps *redis.PubSub
 	wg sync.WaitGroup // the reader
 }
 
 // Do writes each command; the replies come to the reader.
-func (p *pubsub) Do(ctx context.Context, commands ...redislock.PubSubCommand) error {
+func (p *pubsub) Do(ctx context.Context, commands ...rediscore.PubSubCommand) error {
 	for _, c := range commands {
 		var err error
 		switch c.Name {
@@ -178,10 +177,10 @@ func (p *pubsub) Close() {
 
 // EvalWait pipelines the script and WAIT on the client that serves keys[0]: the client itself,
 // the master of the key's slot on a cluster, the key's shard on a ring.
-func (d *driver) EvalWait(ctx context.Context, s *redislock.Script, keys, args []string, replicas int, timeout time.Duration) (redislock.Reply, int, error) {
+func (d *driver) EvalWait(ctx context.Context, s *rediscore.Script, keys, args []string, replicas int, timeout time.Duration) (rediscore.Reply, int, error) {
 	node, err := d.node(ctx, keys[0])
 	if err != nil {
-		return redislock.Reply{}, 0, err
+		return rediscore.Reply{}, 0, err
 	}
 	if rt := node.Options().ReadTimeout; rt > 0 {
 		// A pipeline's replies are read within ReadTimeout, whatever its commands.
@@ -202,13 +201,13 @@ func (d *driver) EvalWait(ctx context.Context, s *redislock.Script, keys, args [
 	r, err := reply(cmd)
 	if err != nil {
 		if cc, ok := d.c.(*redis.ClusterClient); ok {
-			if moved := redislock.Moved(err); moved != err {
+			if moved := rediscore.Moved(err); moved != err {
 				// The node told us, not the cluster client, that the slot moved.
 				cc.ReloadState(ctx)
 				err = moved
 			}
 		}
-		return redislock.Reply{}, 0, err
+		return rediscore.Reply{}, 0, err
 	}
 	acks, err := wait.Int64()
 	return r, int(acks), err
@@ -228,12 +227,12 @@ func (d *driver) node(ctx context.Context, key string) (*redis.Client, error) {
 }
 
 // reply converts a script reply: an integer, or an array of integers.
-func reply(cmd *redis.Cmd) (redislock.Reply, error) {
+func reply(cmd *redis.Cmd) (rediscore.Reply, error) {
 	v, err := cmd.Result()
 	if err != nil {
-		return redislock.Reply{}, err
+		return rediscore.Reply{}, err
 	}
-	return redislock.ReplyOf(v)
+	return rediscore.ReplyOf(v)
 }
 
 // anys converts script arguments for go-redis.

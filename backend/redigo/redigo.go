@@ -15,13 +15,16 @@
 // current primary).
 //
 // Release notices come through pub/sub, sharded (SSUBSCRIBE) where the server supports it, on a
-// few connections shared by every contended key (see WithNoticeConns). They are dialed with the
+// few connections shared by every contended key (rediscore.WithNoticeConns). They are dialed with the
 // pool's DialContext (or Dial) but are not the pool's: a subscription can last long and be idle
 // for long, so it neither holds one of the pool's MaxActive slots nor reads with the
 // connection's read timeout. When one breaks, its waiters are woken (notices may have been
 // missed) and the Backend subscribes its channels again on a new connection, with a growing
 // pause between failed attempts. Command connections are the pool's: set MaxActive (with Wait:
 // true), or many goroutines waiting at once dial one each.
+//
+// With rediscore.WithReplicaAck, the script and WAIT go out on one connection of the pool; if the
+// pool's Dial sets a read timeout (DialReadTimeout), the WAIT timeout must be shorter than it.
 //
 // The scripts and key layout are those of every Redis backend of this module, so clients of
 // different drivers can share locks.
@@ -39,52 +42,48 @@ import (
 
 	"github.com/gomodule/redigo/redis"
 
-	"github.com/hashlock/locker/internal/redislock"
+	"github.com/hashlock/locker/backend/rediscore"
 )
 
-// Backend is a locker.Locker on a Redigo pool. Create it with New; it is safe for concurrent use
-// and needs no Close (the pool stays the caller's to close).
-type Backend struct {
-	*redislock.Backend
-}
-
-// New returns a Backend on p, which must have DialContext or Dial set, configured by opts (none
-// by default). The Backend never closes p.
-func New(p *redis.Pool, opts ...Option) *Backend {
-	d := &driver{p: p, scripts: redislock.PrepareScripts(func(src string) *redis.Script {
+// New returns the Redis backend (a locker.Locker) on p, which must have DialContext or Dial set,
+// configured by opts (rediscore.Option: WithReplicaAck, WithNoticeConns; none by default). It is
+// safe for concurrent use and needs no Close: p stays the caller's, and the Backend never closes
+// it.
+func New(p *redis.Pool, opts ...rediscore.Option) *rediscore.Backend {
+	d := &driver{p: p, scripts: rediscore.PrepareScripts(func(src string) *redis.Script {
 		// Key count -1: the number of keys varies per call (renew.lua), so each call passes
 		// it as its first argument.
 		return redis.NewScript(-1, src)
 	})}
-	return &Backend{redislock.New(d, "redigo", opts...)}
+	return rediscore.New(d, "redigo", opts...)
 }
 
-// driver implements redislock.Driver with Redigo.
+// driver implements rediscore.Driver with Redigo.
 type driver struct {
 	p       *redis.Pool
-	scripts map[*redislock.Script]*redis.Script // read-only after New
+	scripts map[*rediscore.Script]*redis.Script // read-only after New
 }
 
 func (d *driver) Cluster() bool { return false }
 
 // Redigo connections have no I/O timeout unless the pool's Dial sets one: every call without a
-// deadline gets redislock.CallTimeout (redislock.Bound), or a paused server would hang it.
+// deadline gets rediscore.CallTimeout (rediscore.Bound), or a paused server would hang it.
 
-func (d *driver) Eval(ctx context.Context, s *redislock.Script, keys, args []string) (redislock.Reply, error) {
-	ctx, cancel := redislock.Bound(ctx)
+func (d *driver) Eval(ctx context.Context, s *rediscore.Script, keys, args []string) (rediscore.Reply, error) {
+	ctx, cancel := rediscore.Bound(ctx)
 	defer cancel()
 	conn, err := d.p.GetContext(ctx)
 	if err != nil {
-		return redislock.Reply{}, err
+		return rediscore.Reply{}, err
 	}
 	defer conn.Close()
 	return reply(d.scripts[s].DoContext(ctx, conn, keysAndArgs(keys, args)...))
 }
 
-func (d *driver) EvalBatch(ctx context.Context, s *redislock.Script, calls []redislock.Call) []redislock.Result {
-	ctx, cancel := redislock.Bound(ctx)
+func (d *driver) EvalBatch(ctx context.Context, s *rediscore.Script, calls []rediscore.Call) []rediscore.Result {
+	ctx, cancel := rediscore.Bound(ctx)
 	defer cancel()
-	results := make([]redislock.Result, len(calls))
+	results := make([]rediscore.Result, len(calls))
 	if len(calls) == 0 {
 		return results
 	}
@@ -130,12 +129,12 @@ func (d *driver) EvalBatch(ctx context.Context, s *redislock.Script, calls []red
 }
 
 // EvalWait pipelines the script and WAIT on one connection of the pool.
-func (d *driver) EvalWait(ctx context.Context, s *redislock.Script, keys, args []string, replicas int, timeout time.Duration) (redislock.Reply, int, error) {
-	ctx, cancel := redislock.Bound(ctx)
+func (d *driver) EvalWait(ctx context.Context, s *rediscore.Script, keys, args []string, replicas int, timeout time.Duration) (rediscore.Reply, int, error) {
+	ctx, cancel := rediscore.Bound(ctx)
 	defer cancel()
 	conn, err := d.p.GetContext(ctx)
 	if err != nil {
-		return redislock.Reply{}, 0, err
+		return rediscore.Reply{}, 0, err
 	}
 	defer conn.Close()
 	script := d.scripts[s]
@@ -157,27 +156,27 @@ func (d *driver) EvalWait(ctx context.Context, s *redislock.Script, keys, args [
 		replies, err = run(script.Send) // EVAL
 	}
 	if err != nil {
-		return redislock.Reply{}, 0, err
+		return rediscore.Reply{}, 0, err
 	}
 	r, err := reply(replies[0], nil)
 	if err != nil {
-		return redislock.Reply{}, 0, err
+		return rediscore.Reply{}, 0, err
 	}
 	if e, ok := replies[1].(redis.Error); ok {
-		return redislock.Reply{}, 0, e
+		return rediscore.Reply{}, 0, e
 	}
 	acks, err := redis.Int(replies[1], nil)
 	return r, acks, err
 }
 
-// PubSubNode implements redislock.Driver: a pool talks to one server.
+// PubSubNode implements rediscore.Driver: a pool talks to one server.
 func (d *driver) PubSubNode(context.Context, string, bool) (string, error) { return "", nil }
 
-// DialPubSub implements redislock.Driver on a connection of its own, dialled the way the pool
+// DialPubSub implements rediscore.Driver on a connection of its own, dialled the way the pool
 // dials. Redigo does not reconnect: the reader ends at the first error, and the Backend
 // subscribes the connection's channels on a new one.
-func (d *driver) DialPubSub(ctx context.Context, _ string, events redislock.PubSubEvents) (redislock.PubSubConn, error) {
-	ctx, cancel := redislock.Bound(ctx)
+func (d *driver) DialPubSub(ctx context.Context, _ string, events rediscore.PubSubEvents) (rediscore.PubSubConn, error) {
+	ctx, cancel := rediscore.Bound(ctx)
 	defer cancel()
 	c, err := d.dial(ctx)
 	if err != nil {
@@ -207,7 +206,7 @@ func (d *driver) DialPubSub(ctx context.Context, _ string, events redislock.PubS
 	return p, nil
 }
 
-// pubsub is a redislock.PubSubConn on a Redigo connection: one goroutine reads (Receive), the
+// pubsub is a rediscore.PubSubConn on a Redigo connection: one goroutine reads (Receive), the
 // hub's writer sends, as Redigo allows.
 type pubsub struct {
 	c      redis.Conn
@@ -216,7 +215,7 @@ type pubsub struct {
 }
 
 // Do sends commands and flushes them once; the replies come to the reader.
-func (p *pubsub) Do(_ context.Context, commands ...redislock.PubSubCommand) error {
+func (p *pubsub) Do(_ context.Context, commands ...rediscore.PubSubCommand) error {
 	for _, c := range commands {
 		args := make([]any, len(c.Channels))
 		for i, ch := range c.Channels {
@@ -259,14 +258,14 @@ func kind(v any) (kind, channel string) {
 
 // reply converts a script reply: an integer, or an array of integers; an error reply (a
 // redis.Error value, as a pipeline returns it) is the error.
-func reply(v any, err error) (redislock.Reply, error) {
+func reply(v any, err error) (rediscore.Reply, error) {
 	if err != nil {
-		return redislock.Reply{}, err
+		return rediscore.Reply{}, err
 	}
 	if e, ok := v.(redis.Error); ok {
-		return redislock.Reply{}, e
+		return rediscore.Reply{}, e
 	}
-	return redislock.ReplyOf(v)
+	return rediscore.ReplyOf(v)
 }
 
 // isNoScript reports whether a pipelined reply is the server's NOSCRIPT error.

@@ -12,8 +12,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
+	"github.com/hashlock/locker/backend/rediscore"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redislock"
 	"github.com/hashlock/locker/internal/redistest"
 )
 
@@ -92,15 +92,15 @@ func TestNoScript(t *testing.T) {
 			}
 		}
 		flush()
-		r, err := d.Eval(ctx, redislock.AcquireScript, []string{"a"}, []string{"o", "1000", ""})
+		r, err := d.Eval(ctx, rediscore.AcquireScript, []string{"a"}, []string{"o", "1000", ""})
 		if err != nil || len(r.Array) != 2 || r.Array[0] != 1 {
 			t.Fatalf("Eval after SCRIPT FLUSH: %+v, %v; want 1 hold", r, err)
 		}
-		if _, err := d.Eval(ctx, redislock.AcquireScript, []string{"b"}, []string{"o", "1000", ""}); err != nil {
+		if _, err := d.Eval(ctx, rediscore.AcquireScript, []string{"b"}, []string{"o", "1000", ""}); err != nil {
 			t.Fatal(err)
 		}
 		flush()
-		res := d.EvalBatch(ctx, redislock.RenewScript, []redislock.Call{
+		res := d.EvalBatch(ctx, rediscore.RenewScript, []rediscore.Call{
 			{Keys: []string{"a"}, Args: []string{"o", "2000"}},
 			{Keys: []string{"b"}, Args: []string{"x", "2000"}},
 		})
@@ -153,7 +153,7 @@ func TestPubSub(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := pc.Do(ctx, redislock.PubSubCommand{Name: "SSUBSCRIBE", Channels: []string{channel}}); !redislock.IsUnknownCommand(err) {
+		if err := pc.Do(ctx, rediscore.PubSubCommand{Name: "SSUBSCRIBE", Channels: []string{channel}}); !rediscore.IsUnknownCommand(err) {
 			t.Fatalf("SSUBSCRIBE on miniredis: %v, want unknown command", err)
 		}
 		pc.Close()
@@ -163,7 +163,7 @@ func TestPubSub(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := pc.Do(ctx, redislock.PubSubCommand{Name: "SUBSCRIBE", Channels: []string{channel, "other"}}); err != nil {
+		if err := pc.Do(ctx, rediscore.PubSubCommand{Name: "SUBSCRIBE", Channels: []string{channel, "other"}}); err != nil {
 			t.Fatal(err)
 		}
 		for _, want := range []string{"subscribe " + channel, "subscribe other"} {
@@ -177,7 +177,7 @@ func TestPubSub(t *testing.T) {
 		if got := receive(t, e.messages, "notice for a PUBLISH"); got != channel {
 			t.Fatalf("message on %q, want %q", got, channel)
 		}
-		if err := pc.Do(ctx, redislock.PubSubCommand{Name: "UNSUBSCRIBE", Channels: []string{"other"}}); err != nil {
+		if err := pc.Do(ctx, rediscore.PubSubCommand{Name: "UNSUBSCRIBE", Channels: []string{"other"}}); err != nil {
 			t.Fatal(err)
 		}
 		if got := receive(t, e.replies, "unsubscribe reply"); got != "unsubscribe other" {
@@ -216,17 +216,17 @@ func TestNoScriptCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	keys := []string{"a", "b", "c", "d", "e", "f"} // slots on all three masters
-	var calls []redislock.Call
+	var calls []rediscore.Call
 	for _, k := range keys {
-		if _, err := d.Eval(ctx, redislock.AcquireScript, []string{k}, []string{"o", "10000", ""}); err != nil {
+		if _, err := d.Eval(ctx, rediscore.AcquireScript, []string{k}, []string{"o", "10000", ""}); err != nil {
 			t.Fatal(err)
 		}
-		calls = append(calls, redislock.Call{Keys: []string{k}, Args: []string{"o", "20000"}})
+		calls = append(calls, rediscore.Call{Keys: []string{k}, Args: []string{"o", "20000"}})
 	}
 	for _, n := range cluster.Nodes {
 		n.Do(t, "SCRIPT", "FLUSH")
 	}
-	for i, r := range d.EvalBatch(ctx, redislock.RenewScript, calls) {
+	for i, r := range d.EvalBatch(ctx, rediscore.RenewScript, calls) {
 		if r.Err != nil || len(r.Reply.Array) != 1 || r.Reply.Array[0] != 1 {
 			t.Fatalf("renewal of %s after SCRIPT FLUSH: %+v", keys[i], r)
 		}

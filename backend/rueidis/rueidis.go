@@ -11,10 +11,12 @@
 // cache); renewals of many leases go out as EVALSHA calls in one DoMulti (one pipeline per node
 // on a cluster), and when the server answers NOSCRIPT the script is loaded on every node and the
 // refused calls run again, once. Release notices come through rueidis pub/sub hooks on a
-// few dedicated connections per node (Client.Dedicate; see WithNoticeConns), never on the
+// few dedicated connections per node (Client.Dedicate; see rediscore.WithNoticeConns), never on the
 // connections that run commands: sharded (SSUBSCRIBE) where the server supports it, else
-// SUBSCRIBE. The scripts and key layout are those of every Redis backend of this module, so clients
-// of different drivers can share locks.
+// SUBSCRIBE. With rediscore.WithReplicaAck, the script and WAIT go out on a dedicated connection
+// (Client.Dedicated; on a cluster, one to the master of the key's slot). The scripts and key
+// layout are those of every Redis backend of this module, so clients of different drivers can
+// share locks.
 //
 // rueidis turns client-side caching on by default, which needs CLIENT TRACKING (Redis >= 6).
 // Against a server without it — miniredis, for one — create the client with
@@ -34,33 +36,29 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/hashlock/locker/internal/redislock"
+	"github.com/hashlock/locker/backend/rediscore"
 )
 
-// Backend is a locker.Locker on a rueidis client. Create it with New; it is safe for concurrent
-// use and needs no Close (the rueidis client stays the caller's to close).
-type Backend struct {
-	*redislock.Backend
-}
-
-// New returns a Backend on c, configured by opts (none by default). The Backend never closes c.
-func New(c rueidis.Client, opts ...Option) *Backend {
-	return &Backend{redislock.New(redislock.Interruptible(newDriver(c)), "rueidis", opts...)}
+// New returns the Redis backend (a locker.Locker) on c, configured by opts (rediscore.Option:
+// WithReplicaAck, WithNoticeConns; none by default). It is safe for concurrent use and needs no
+// Close: c stays the caller's, and the Backend never closes it.
+func New(c rueidis.Client, opts ...rediscore.Option) *rediscore.Backend {
+	return rediscore.New(rediscore.Interruptible(newDriver(c)), "rueidis", opts...)
 }
 
 func newDriver(c rueidis.Client) *driver {
 	return &driver{
 		c:       c,
 		cluster: c.Mode() == rueidis.ClientModeCluster,
-		scripts: redislock.PrepareScripts(func(src string) *rueidis.Lua { return rueidis.NewLuaScript(src) }),
+		scripts: rediscore.PrepareScripts(func(src string) *rueidis.Lua { return rueidis.NewLuaScript(src) }),
 	}
 }
 
-// driver implements redislock.Driver with rueidis.
+// driver implements rediscore.Driver with rueidis.
 type driver struct {
 	c       rueidis.Client
 	cluster bool
-	scripts map[*redislock.Script]*rueidis.Lua // read-only after New
+	scripts map[*rediscore.Script]*rueidis.Lua // read-only after New
 	slots   slotMap                            // for sharded notices on a cluster
 }
 
@@ -69,7 +67,7 @@ type driver struct {
 func (d *driver) Cluster() bool { return d.cluster }
 
 // Eval runs s through its Lua object: EVALSHA, then EVAL on NOSCRIPT.
-func (d *driver) Eval(ctx context.Context, s *redislock.Script, keys, args []string) (redislock.Reply, error) {
+func (d *driver) Eval(ctx context.Context, s *rediscore.Script, keys, args []string) (rediscore.Reply, error) {
 	return reply(d.scripts[s].Exec(ctx, d.c, keys, args))
 }
 
@@ -77,7 +75,7 @@ func (d *driver) Eval(ctx context.Context, s *redislock.Script, keys, args []str
 // (Lua.ExecMulti would first SCRIPT LOAD on every node, a second round trip on every batch.)
 // The calls the server refuses with NOSCRIPT did not run: they run again through
 // Lua.ExecMulti, which loads the script on every node first.
-func (d *driver) EvalBatch(ctx context.Context, s *redislock.Script, calls []redislock.Call) []redislock.Result {
+func (d *driver) EvalBatch(ctx context.Context, s *rediscore.Script, calls []rediscore.Call) []rediscore.Result {
 	if len(calls) == 0 {
 		return nil
 	}
@@ -86,7 +84,7 @@ func (d *driver) EvalBatch(ctx context.Context, s *redislock.Script, calls []red
 		cmds[i] = d.c.B().Evalsha().Sha1(s.SHA1).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
 	}
 	resps := d.c.DoMulti(ctx, cmds...)
-	results := make([]redislock.Result, len(calls))
+	results := make([]rediscore.Result, len(calls))
 	var again []int // indexes of the calls refused with NOSCRIPT
 	for i, r := range resps {
 		if isNoScript(r.Error()) {
@@ -109,7 +107,7 @@ func (d *driver) EvalBatch(ctx context.Context, s *redislock.Script, calls []red
 
 // EvalWait sends the script and WAIT in one DoMulti on a dedicated connection (Dedicated: on a
 // cluster, one to the master of the script's slot), so that WAIT follows the script there.
-func (d *driver) EvalWait(ctx context.Context, s *redislock.Script, keys, args []string, replicas int, timeout time.Duration) (r redislock.Reply, acks int, err error) {
+func (d *driver) EvalWait(ctx context.Context, s *rediscore.Script, keys, args []string, replicas int, timeout time.Duration) (r rediscore.Reply, acks int, err error) {
 	err = d.c.Dedicated(func(dc rueidis.DedicatedClient) error {
 		wait := func() rueidis.Completed {
 			return dc.B().Wait().Numreplicas(int64(replicas)).Timeout(timeout.Milliseconds()).Build()
@@ -120,7 +118,7 @@ func (d *driver) EvalWait(ctx context.Context, s *redislock.Script, keys, args [
 		}
 		var err error
 		if r, err = reply(resps[0]); err != nil {
-			return redislock.Moved(err) // rueidis has refreshed its slot map
+			return rediscore.Moved(err) // rueidis has refreshed its slot map
 		}
 		n, err := resps[1].AsInt64()
 		acks = int(n)
@@ -129,7 +127,7 @@ func (d *driver) EvalWait(ctx context.Context, s *redislock.Script, keys, args [
 	return r, acks, err
 }
 
-// PubSubNode implements redislock.Driver: on a cluster, a sharded channel's node is the master
+// PubSubNode implements rediscore.Driver: on a cluster, a sharded channel's node is the master
 // of its slot, from the slot map (CLUSTER SLOTS, fetched again when it is older than a second).
 // A node's own client carries channels of any slot; the cluster client's Dedicate would not.
 func (d *driver) PubSubNode(ctx context.Context, channel string, sharded bool) (string, error) {
@@ -141,12 +139,12 @@ func (d *driver) PubSubNode(ctx context.Context, channel string, sharded bool) (
 			return addr, nil // the one master (rueidis takes miniredis for a cluster)
 		}
 	}
-	return d.slots.master(ctx, d.c, redislock.Slot(channel))
+	return d.slots.master(ctx, d.c, rediscore.Slot(channel))
 }
 
-// DialPubSub implements redislock.Driver on a dedicated connection (Client.Dedicate; on a
+// DialPubSub implements rediscore.Driver on a dedicated connection (Client.Dedicate; on a
 // cluster, of the node's own client), never one that runs commands, with rueidis pub/sub hooks.
-func (d *driver) DialPubSub(_ context.Context, node string, events redislock.PubSubEvents) (redislock.PubSubConn, error) {
+func (d *driver) DialPubSub(_ context.Context, node string, events rediscore.PubSubEvents) (rediscore.PubSubConn, error) {
 	c := d.c
 	if node != "" {
 		n, ok := d.c.Nodes()[node]
@@ -176,7 +174,7 @@ func (d *driver) DialPubSub(_ context.Context, node string, events redislock.Pub
 	return p, nil
 }
 
-// pubsub is a redislock.PubSubConn on a rueidis dedicated connection.
+// pubsub is a rediscore.PubSubConn on a rueidis dedicated connection.
 type pubsub struct {
 	dc     rueidis.DedicatedClient
 	slots  *slotMap // forgotten when a node answers MOVED
@@ -185,7 +183,7 @@ type pubsub struct {
 }
 
 // Do sends commands in one DoMulti; rueidis returns once the server confirmed every channel.
-func (p *pubsub) Do(ctx context.Context, commands ...redislock.PubSubCommand) error {
+func (p *pubsub) Do(ctx context.Context, commands ...rediscore.PubSubCommand) error {
 	b := p.dc.B()
 	cmds := make(rueidis.Commands, len(commands))
 	for i, c := range commands {
@@ -204,7 +202,7 @@ func (p *pubsub) Do(ctx context.Context, commands ...redislock.PubSubCommand) er
 	}
 	for _, r := range p.dc.DoMulti(ctx, cmds...) {
 		if err := r.Error(); err != nil {
-			if redislock.Moved(err) != err {
+			if rediscore.Moved(err) != err {
 				p.slots.forget()
 			}
 			return err
@@ -226,18 +224,18 @@ func isNoScript(err error) bool {
 }
 
 // reply converts a script reply: an integer, or an array of integers.
-func reply(r rueidis.RedisResult) (redislock.Reply, error) {
+func reply(r rueidis.RedisResult) (rediscore.Reply, error) {
 	m, err := r.ToMessage()
 	if err != nil {
-		return redislock.Reply{}, err
+		return rediscore.Reply{}, err
 	}
 	if m.IsInt64() {
 		n, _ := m.ToInt64()
-		return redislock.Reply{Int: n}, nil
+		return rediscore.Reply{Int: n}, nil
 	}
 	if m.IsArray() {
 		vs, _ := m.ToArray()
-		out := redislock.Reply{Array: make([]int64, 0, len(vs))}
+		out := rediscore.Reply{Array: make([]int64, 0, len(vs))}
 		for _, v := range vs {
 			if v.IsString() {
 				out.Text, _ = v.ToString()
@@ -245,11 +243,11 @@ func reply(r rueidis.RedisResult) (redislock.Reply, error) {
 			}
 			n, err := v.ToInt64()
 			if err != nil {
-				return redislock.Reply{}, fmt.Errorf("unexpected script reply element: %w", err)
+				return rediscore.Reply{}, fmt.Errorf("unexpected script reply element: %w", err)
 			}
 			out.Array = append(out.Array, n)
 		}
 		return out, nil
 	}
-	return redislock.Reply{}, fmt.Errorf("unexpected script reply %s", m.String())
+	return rediscore.Reply{}, fmt.Errorf("unexpected script reply %s", m.String())
 }

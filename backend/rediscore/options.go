@@ -1,4 +1,4 @@
-package redislock
+package rediscore
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"github.com/hashlock/locker"
 )
 
-// An Option configures a Backend. The adapters export it as their Option.
+// An Option configures a Backend, passed to an adapter's New: WithReplicaAck, WithNoticeConns.
 type Option func(*options)
 
 // options is the resolved set of Options of a Backend.

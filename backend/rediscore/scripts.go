@@ -1,8 +1,18 @@
-// Package redislock is the reentrant hash lock on Redis, written once for every driver: the
-// canonical Lua scripts, the key and channel layout, and a locker.Locker (Backend) that runs
-// them through a small Driver interface. A driver adapter (backend/goredis, backend/rueidis,
-// backend/redigo) implements Driver with its own client's script objects and pub/sub, and
-// nothing else.
+// Package rediscore is the Redis backend of locker, written once for every Redis client: a
+// locker.Locker (Backend) that runs the canonical Lua scripts through a small Driver interface,
+// with the key and channel layout, release notices over a few shared connections, and replica
+// acknowledgement (WithReplicaAck).
+//
+// Users get a Backend from an adapter of their client — backend/goredis, backend/rueidis,
+// backend/redigo — and pass its options from here:
+//
+//	b := goredis.New(rdb, rediscore.WithReplicaAck(1, time.Second))
+//	client := locker.New(b)
+//
+// To plug any other RESP client, implement Driver (script calls with the NOSCRIPT fallback, a
+// pipeline of script calls, WAIT after a script, a pub/sub connection) and pass it to New; the
+// adapters of this module are examples of 200 to 300 lines. Run the conformance suite
+// (conformance.Run) on the result.
 //
 // The protocol, whichever driver speaks it:
 //
@@ -18,7 +28,7 @@
 //   - Leases are whole milliseconds, rounded up.
 //   - With WithReplicaAck, an acquire or a release is followed by WAIT on the same connection
 //     (Driver.EvalWait), and an acquire that too few replicas acknowledged is taken back.
-package redislock
+package rediscore
 
 import (
 	"crypto/sha1"

@@ -1,4 +1,4 @@
-package redislock
+package rediscore
 
 import (
 	"context"
@@ -34,9 +34,10 @@ func Bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, CallTimeout)
 }
 
-// Backend is a locker.Locker on Redis through a Driver. It is safe for concurrent use. Every
-// call is bounded by its ctx, and without a deadline by the driver's I/O timeouts (go-redis,
-// rueidis) or CallTimeout (Redigo).
+// Backend is a locker.Locker on Redis through a Driver: the lock of package locker on one
+// server, a Redis Cluster, or a Sentinel-managed primary, whatever the client. It is safe for
+// concurrent use and needs no Close (the client stays its creator's). Every call is bounded by
+// its ctx, and without a deadline by the driver's I/O timeouts or CallTimeout (docs/redis.md).
 type Backend struct {
 	d       Driver
 	prefix  string // prepended to every error message: "goredis", "rueidis"…
@@ -44,8 +45,10 @@ type Backend struct {
 	opts    options
 }
 
-// New returns a Backend that runs the canonical scripts through d; name prefixes its errors.
-// An invalid option makes every call return an error wrapping locker.ErrInvalid.
+// New returns a Backend that runs the canonical scripts through d, configured by opts (none by
+// default); name (the driver's, "goredis" say) prefixes its errors. An invalid option makes
+// every call return an error wrapping locker.ErrInvalid. Users call their adapter's New, which
+// calls this one.
 func New(d Driver, name string, opts ...Option) *Backend {
 	b := &Backend{d: d, prefix: name, opts: resolve(opts)}
 	b.notices = newHub(d, b.opts.noticeConns)

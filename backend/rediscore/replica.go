@@ -1,4 +1,4 @@
-package redislock
+package rediscore
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // acquire or a release within the timeout. An error wrapping it also wraps locker.ErrUnavailable:
 // for an acquire, the lock was taken back and the Client's Lock tries again; for a release, the
 // lock was released on the master, but a failover may bring it back until its lease runs out.
-// The adapters export it as their ErrNotReplicated, to test with errors.Is.
+// Test for it with errors.Is.
 var ErrNotReplicated = errors.New("locker: not acknowledged by enough replicas")
 
 // WithReplicaAck makes the Backend wait, after every acquire and every release, until n replicas
@@ -29,7 +29,10 @@ var ErrNotReplicated = errors.New("locker: not acknowledged by enough replicas")
 // release has happened on the master, and Release returns an error wrapping the same two.
 // Renewals wait too (one EvalWait per script call of the batch): a renewal that too few
 // acknowledged is reported as unknown, so the Client does not extend the lease on its account.
-// Inspect and ForceRelease do not wait.
+// Inspect and ForceRelease do not wait. An acknowledged lock survives the promotion of an
+// acknowledging replica; a failover to one that did not acknowledge can still lose it: what it
+// guarantees and what it costs are in docs/safety.md. A restricted user's ACL needs +wait. How
+// each driver sends the WAIT is in its adapter's package doc.
 //
 // n must be at least 1 and timeout positive; otherwise every call of the Backend returns an
 // error wrapping locker.ErrInvalid. Default: no waiting.
