@@ -6,8 +6,8 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/hashlock/locker/backend/rediscore"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redislock"
 )
 
 // foreignKinds are values a user may keep at a key that the lock's scripts must leave alone:
@@ -71,7 +71,7 @@ func (c *Cluster) DoKey(key string, args ...string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	slot := int(redislock.Slot(key))
+	slot := int(rediscore.Slot(key))
 	for _, r := range ranges {
 		if r.Start <= slot && slot <= r.End {
 			return Do(r.Addr, 0, args...)
