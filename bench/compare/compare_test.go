@@ -127,24 +127,24 @@ func redislockLib(addr string) bench.Lib {
 		Floor:  goredisFloor(addr),
 		Open: func() (bench.Mutex, func(), error) {
 			c := redis.NewClient(&redis.Options{Addr: addr})
-			return redislockMutex{rediscore.New(c)}, func() { c.Close() }, nil
+			return redislockMutex{redislock.New(c)}, func() { c.Close() }, nil
 		},
 	}
 }
 
-type redislockMutex struct{ c *rediscore.Client }
+type redislockMutex struct{ c *redislock.Client }
 
 func (m redislockMutex) Lock(ctx context.Context, key string) (bench.Held, error) {
 	for {
 		// A strategy counts its retries: a new one per Obtain.
-		opt := &rediscore.Options{RetryStrategy: rediscore.ExponentialBackoff(16*time.Millisecond, time.Second)}
+		opt := &redislock.Options{RetryStrategy: redislock.ExponentialBackoff(16*time.Millisecond, time.Second)}
 		l, err := m.c.Obtain(ctx, key, redislockTTL, opt)
 		switch {
 		case err == nil:
 			return redislockHeld{l}, nil
 		case ctx.Err() != nil:
 			return nil, err
-		case errors.Is(err, rediscore.ErrNotObtained), errors.Is(err, context.DeadlineExceeded):
+		case errors.Is(err, redislock.ErrNotObtained), errors.Is(err, context.DeadlineExceeded):
 			// Obtain gave up (it waits at most the TTL when ctx has no deadline): again.
 		default:
 			return nil, err
@@ -152,7 +152,7 @@ func (m redislockMutex) Lock(ctx context.Context, key string) (bench.Held, error
 	}
 }
 
-type redislockHeld struct{ l *rediscore.Lock }
+type redislockHeld struct{ l *redislock.Lock }
 
 func (h redislockHeld) Context() context.Context { return noContext }
 func (h redislockHeld) Unlock() error            { return h.l.Release(context.Background()) }
