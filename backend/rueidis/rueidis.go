@@ -29,9 +29,7 @@ package rueidislocker
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -51,15 +49,19 @@ func newDriver(c rueidis.Client) *driver {
 		c:       c,
 		cluster: c.Mode() == rueidis.ClientModeCluster,
 		scripts: rediscore.PrepareScripts(func(src string) *rueidis.Lua { return rueidis.NewLuaScript(src) }),
+		slots: rediscore.NewSlotMap(func(ctx context.Context) (any, error) {
+			return c.Do(ctx, c.B().ClusterSlots().Build()).ToAny()
+		}),
 	}
 }
 
-// driver implements rediscore.Driver with rueidis.
+// driver implements rediscore.Driver with rueidis; what does not depend on rueidis's types is
+// in rediscore (EvalBatchRetry, EvalWaitRetry, SlotMap, WatchHooks).
 type driver struct {
 	c       rueidis.Client
 	cluster bool
 	scripts map[*rediscore.Script]*rueidis.Lua // read-only after New
-	slots   slotMap                            // for sharded notices on a cluster
+	slots   *rediscore.SlotMap                 // for sharded notices on a cluster
 }
 
 // Cluster reports whether c is rueidis's cluster client (Mode is part of rueidis.Client, so
@@ -68,7 +70,7 @@ func (d *driver) Cluster() bool { return d.cluster }
 
 // Eval runs s through its Lua object: EVALSHA, then EVAL on NOSCRIPT.
 func (d *driver) Eval(ctx context.Context, s *rediscore.Script, keys, args []string) (rediscore.Reply, error) {
-	return reply(d.scripts[s].Exec(ctx, d.c, keys, args))
+	return rediscore.DecodedReply(d.scripts[s].Exec(ctx, d.c, keys, args).ToAny())
 }
 
 // EvalBatch sends one EVALSHA per call in one DoMulti: one pipeline, one per node on a cluster.
@@ -76,52 +78,35 @@ func (d *driver) Eval(ctx context.Context, s *rediscore.Script, keys, args []str
 // The calls the server refuses with NOSCRIPT did not run: they run again through
 // Lua.ExecMulti, which loads the script on every node first.
 func (d *driver) EvalBatch(ctx context.Context, s *rediscore.Script, calls []rediscore.Call) []rediscore.Result {
-	if len(calls) == 0 {
-		return nil
-	}
-	cmds := make(rueidis.Commands, len(calls))
-	for i, c := range calls {
-		cmds[i] = d.c.B().Evalsha().Sha1(s.SHA1).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
-	}
-	resps := d.c.DoMulti(ctx, cmds...)
-	results := make([]rediscore.Result, len(calls))
-	var again []int // indexes of the calls refused with NOSCRIPT
-	for i, r := range resps {
-		if isNoScript(r.Error()) {
-			again = append(again, i)
-			continue
+	return rediscore.EvalBatchRetry(calls, func(calls []rediscore.Call) []rediscore.Result {
+		cmds := make(rueidis.Commands, len(calls))
+		for i, c := range calls {
+			cmds[i] = d.c.B().Evalsha().Sha1(s.SHA1).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
 		}
-		results[i].Reply, results[i].Err = reply(r)
-	}
-	if len(again) > 0 {
-		execs := make([]rueidis.LuaExec, len(again))
-		for j, i := range again {
-			execs[j] = rueidis.LuaExec{Keys: calls[i].Keys, Args: calls[i].Args}
+		return results(d.c.DoMulti(ctx, cmds...))
+	}, func(calls []rediscore.Call) []rediscore.Result {
+		execs := make([]rueidis.LuaExec, len(calls))
+		for i, c := range calls {
+			execs[i] = rueidis.LuaExec{Keys: c.Keys, Args: c.Args}
 		}
-		for j, r := range d.scripts[s].ExecMulti(ctx, d.c, execs...) {
-			results[again[j]].Reply, results[again[j]].Err = reply(r)
-		}
-	}
-	return results
+		return results(d.scripts[s].ExecMulti(ctx, d.c, execs...))
+	})
 }
 
 // EvalWait sends the script and WAIT in one DoMulti on a dedicated connection (Dedicated: on a
 // cluster, one to the master of the script's slot), so that WAIT follows the script there.
 func (d *driver) EvalWait(ctx context.Context, s *rediscore.Script, keys, args []string, replicas int, timeout time.Duration) (r rediscore.Reply, acks int, err error) {
-	err = d.c.Dedicated(func(dc rueidis.DedicatedClient) error {
-		wait := func() rueidis.Completed {
-			return dc.B().Wait().Numreplicas(int64(replicas)).Timeout(timeout.Milliseconds()).Build()
-		}
-		resps := dc.DoMulti(ctx, dc.B().Evalsha().Sha1(s.SHA1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(), wait())
-		if isNoScript(resps[0].Error()) {
-			resps = dc.DoMulti(ctx, dc.B().Eval().Script(s.Source).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(), wait())
-		}
-		var err error
-		if r, err = reply(resps[0]); err != nil {
-			return rediscore.Moved(err) // rueidis has refreshed its slot map
-		}
-		n, err := resps[1].AsInt64()
-		acks = int(n)
+	err = d.c.Dedicated(func(dc rueidis.DedicatedClient) (err error) {
+		r, acks, err = rediscore.EvalWaitRetry(func(eval bool) (rediscore.Result, int64, error) {
+			b, n := dc.B(), int64(len(keys))
+			script := b.Evalsha().Sha1(s.SHA1).Numkeys(n).Key(keys...).Arg(args...).Build()
+			if eval {
+				script = b.Eval().Script(s.Source).Numkeys(n).Key(keys...).Arg(args...).Build()
+			}
+			resps := dc.DoMulti(ctx, script, b.Wait().Numreplicas(int64(replicas)).Timeout(timeout.Milliseconds()).Build())
+			acks, err := resps[1].AsInt64()
+			return result(resps[0]), acks, err
+		})
 		return err
 	})
 	return r, acks, err
@@ -139,7 +124,7 @@ func (d *driver) PubSubNode(ctx context.Context, channel string, sharded bool) (
 			return addr, nil // the one master (rueidis takes miniredis for a cluster)
 		}
 	}
-	return d.slots.master(ctx, d.c, rediscore.Slot(channel))
+	return d.slots.Master(ctx, rediscore.Slot(channel))
 }
 
 // DialPubSub implements rediscore.Driver on a dedicated connection (Client.Dedicate; on a
@@ -149,41 +134,28 @@ func (d *driver) DialPubSub(_ context.Context, node string, events rediscore.Pub
 	if node != "" {
 		n, ok := d.c.Nodes()[node]
 		if !ok {
-			d.slots.forget()
+			d.slots.Forget()
 			return nil, fmt.Errorf("no client for node %s", node)
 		}
 		c = n
 	}
 	dc, _ := c.Dedicate() // Close releases it
-	p := &pubsub{dc: dc, slots: &d.slots, closed: make(chan struct{})}
 	done := dc.SetPubSubHooks(rueidis.PubSubHooks{
 		// Hooks run in the connection's reader goroutine: no blocking there.
 		OnMessage:      func(m rueidis.PubSubMessage) { events.Message(m.Channel) },
 		OnSubscription: func(s rueidis.PubSubSubscription) { events.Reply(s.Kind, s.Channel) },
 	})
-	p.wg.Go(func() {
-		select {
-		case <-p.closed:
-		case err := <-done: // the hooks stopped: the connection is lost
-			if err == nil {
-				err = errors.New("pub/sub connection closed")
-			}
-			events.Failed(err)
-		}
-	})
-	return p, nil
+	return rediscore.WatchHooks(pubsub{dc, d.slots}, done, events), nil
 }
 
 // pubsub is a rediscore.PubSubConn on a rueidis dedicated connection.
 type pubsub struct {
-	dc     rueidis.DedicatedClient
-	slots  *slotMap // forgotten when a node answers MOVED
-	closed chan struct{}
-	wg     sync.WaitGroup // the watcher of the hooks
+	dc    rueidis.DedicatedClient
+	slots *rediscore.SlotMap // forgotten when a node answers MOVED
 }
 
 // Do sends commands in one DoMulti; rueidis returns once the server confirmed every channel.
-func (p *pubsub) Do(ctx context.Context, commands ...rediscore.PubSubCommand) error {
+func (p pubsub) Do(ctx context.Context, commands ...rediscore.PubSubCommand) error {
 	b := p.dc.B()
 	cmds := make(rueidis.Commands, len(commands))
 	for i, c := range commands {
@@ -202,52 +174,25 @@ func (p *pubsub) Do(ctx context.Context, commands ...rediscore.PubSubCommand) er
 	}
 	for _, r := range p.dc.DoMulti(ctx, cmds...) {
 		if err := r.Error(); err != nil {
-			if rediscore.Moved(err) != err {
-				p.slots.forget()
-			}
-			return err
+			return p.slots.ForgetIfMoved(err)
 		}
 	}
 	return nil
 }
 
-func (p *pubsub) Close() {
-	close(p.closed)
-	p.dc.Close()
-	p.wg.Wait()
+func (p pubsub) Close() { p.dc.Close() }
+
+// results converts the replies of script calls.
+func results(resps []rueidis.RedisResult) []rediscore.Result {
+	out := make([]rediscore.Result, len(resps))
+	for i, r := range resps {
+		out[i] = result(r)
+	}
+	return out
 }
 
-// isNoScript reports whether err is the server's NOSCRIPT answer to EVALSHA.
-func isNoScript(err error) bool {
-	re, ok := rueidis.IsRedisErr(err)
-	return ok && re.IsNoScript()
-}
-
-// reply converts a script reply: an integer, or an array of integers.
-func reply(r rueidis.RedisResult) (rediscore.Reply, error) {
-	m, err := r.ToMessage()
-	if err != nil {
-		return rediscore.Reply{}, err
-	}
-	if m.IsInt64() {
-		n, _ := m.ToInt64()
-		return rediscore.Reply{Int: n}, nil
-	}
-	if m.IsArray() {
-		vs, _ := m.ToArray()
-		out := rediscore.Reply{Array: make([]int64, 0, len(vs))}
-		for _, v := range vs {
-			if v.IsString() {
-				out.Text, _ = v.ToString()
-				continue
-			}
-			n, err := v.ToInt64()
-			if err != nil {
-				return rediscore.Reply{}, fmt.Errorf("unexpected script reply element: %w", err)
-			}
-			out.Array = append(out.Array, n)
-		}
-		return out, nil
-	}
-	return rediscore.Reply{}, fmt.Errorf("unexpected script reply %s", m.String())
+// result converts the reply of a script call.
+func result(r rueidis.RedisResult) rediscore.Result {
+	reply, err := rediscore.DecodedReply(r.ToAny())
+	return rediscore.Result{Reply: reply, Err: err}
 }
