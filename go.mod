@@ -8,6 +8,7 @@ require (
 	github.com/gomodule/redigo v1.9.3
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
+	github.com/valkey-io/valkey-go v1.0.79
 	golang.org/x/sys v0.48.0
 	pgregory.net/rapid v1.3.0
 )
