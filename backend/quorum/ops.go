@@ -94,7 +94,8 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 }
 
 // fence returns the token of a granted acquire. For a new lock (the majority's count is 1) it is
-// the largest token of the nodes that granted it, and every node's counter is first raised to it;
+// the largest token of the nodes that granted it (unless a majority share one: the same request
+// sent again), and every node's counter is first raised to it;
 // a majority of the granting nodes must succeed, so that any later majority (which shares a node
 // with them) draws a larger token. For a re-entry it is the lock's token: the one the nodes that
 // granted the lock were raised to, which a majority of the nodes holding the majority's count
@@ -111,6 +112,12 @@ func (b *Backend) fence(ctx context.Context, req locker.AcquireRequest, res []ou
 		return commonest(tokens, b.majority), nil
 	}
 	token := slices.Max(tokens)
+	if t, ok := sharedBy(tokens, b.majority); ok {
+		// An acquire sent again (its reply was lost): a majority report the token its first send
+		// returned, the one they were raised to; a node that granted the first send without
+		// answering it may report a larger one of its own.
+		token = t
+	}
 	granted := func(i int) bool { return res[i].err == nil && res[i].v.Acquired() }
 	if err := b.raise(ctx, req.Key, token, granted); err != nil {
 		return 0, err
@@ -120,13 +127,21 @@ func (b *Backend) fence(ctx context.Context, req locker.AcquireRequest, res []ou
 
 // commonest returns the value that at least k of vs share, or, when none does, the k-th largest.
 func commonest(vs []uint64, k int) uint64 {
+	if v, ok := sharedBy(vs, k); ok {
+		return v
+	}
+	return kth(vs, k)
+}
+
+// sharedBy returns the value that at least k of vs share, if one does.
+func sharedBy(vs []uint64, k int) (uint64, bool) {
 	count := make(map[uint64]int, len(vs))
 	for _, v := range vs {
 		if count[v]++; count[v] >= k {
-			return v
+			return v, true
 		}
 	}
-	return kth(vs, k)
+	return 0, false
 }
 
 // takeBack undoes a failed acquire on every node that granted it or may have: with a request
