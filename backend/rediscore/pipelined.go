@@ -106,3 +106,28 @@ func (w *watched) Close() {
 	w.PubSubConn.Close()
 	w.wg.Wait()
 }
+
+// Decoder is a driver's reply that decodes itself into Go values, as the rueidis family's
+// results do (RedisResult, ValkeyResult): an int64, a string, an []any of them, or the error.
+type Decoder interface {
+	ToAny() (any, error)
+}
+
+// DecodedResults converts the replies of script calls with DecodedReply, one Result each.
+func DecodedResults[D Decoder](replies []D) []Result {
+	out := make([]Result, len(replies))
+	for i, r := range replies {
+		out[i].Reply, out[i].Err = DecodedReply(r.ToAny())
+	}
+	return out
+}
+
+// ScriptCalls converts calls to a driver's type of the same fields (rueidis.LuaExec,
+// valkey.LuaExec), for its script object's batch call.
+func ScriptCalls[T ~struct{ Keys, Args []string }](calls []Call) []T {
+	out := make([]T, len(calls))
+	for i, c := range calls {
+		out[i] = T(c)
+	}
+	return out
+}

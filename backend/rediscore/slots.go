@@ -3,6 +3,7 @@ package rediscore
 import (
 	"context"
 	"fmt"
+	"iter"
 	"net"
 	"strconv"
 	"sync"
@@ -117,4 +118,24 @@ func text(v any) (string, bool) {
 		return string(v), true
 	}
 	return "", false
+}
+
+// PubSubNode is Driver.PubSubNode for a cluster client that names its nodes by address, as
+// CLUSTER SLOTS does: "" for an unsharded channel, the one node when nodes (the client's) has
+// one (miniredis answers CLUSTER SLOTS, so such a client takes it for a cluster), else Master
+// of the channel's slot.
+func (m *SlotMap) PubSubNode(ctx context.Context, channel string, sharded bool, nodes iter.Seq[string]) (string, error) {
+	if !sharded {
+		return "", nil
+	}
+	only, n := "", 0
+	for addr := range nodes {
+		if only, n = addr, n+1; n > 1 {
+			break
+		}
+	}
+	if n == 1 {
+		return only, nil
+	}
+	return m.Master(ctx, Slot(channel))
 }

@@ -3,6 +3,7 @@ package rediscore
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -75,5 +76,21 @@ func TestSlotMapErrors(t *testing.T) {
 	})
 	if addr, err := m.Master(context.Background(), 11); err == nil {
 		t.Fatalf("Master of an unserved slot = %q, want an error", addr)
+	}
+}
+
+func TestSlotMapPubSubNode(t *testing.T) {
+	fetches := 0
+	m := NewSlotMap(func(context.Context) (any, error) { fetches++; return clusterSlots(), nil })
+	ctx := context.Background()
+	channel := Channel("{k}") // in the first master's half
+	if node, err := m.PubSubNode(ctx, channel, false, slices.Values([]string{"a", "b"})); err != nil || node != "" {
+		t.Fatalf("unsharded: %q, %v; want any node", node, err)
+	}
+	if node, err := m.PubSubNode(ctx, channel, true, slices.Values([]string{"only:1"})); err != nil || node != "only:1" || fetches != 0 {
+		t.Fatalf("one node: %q, %v after %d fetches; want only:1, no fetch", node, err, fetches)
+	}
+	if node, err := m.PubSubNode(ctx, channel, true, slices.Values([]string{"a", "b", "c"})); err != nil || node != "10.0.0.1:7000" {
+		t.Fatalf("cluster: %q, %v; want the master of slot %d", node, err, Slot(channel))
 	}
 }

@@ -30,6 +30,7 @@ package rueidislocker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -83,13 +84,9 @@ func (d *driver) EvalBatch(ctx context.Context, s *rediscore.Script, calls []red
 		for i, c := range calls {
 			cmds[i] = d.c.B().Evalsha().Sha1(s.SHA1).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
 		}
-		return results(d.c.DoMulti(ctx, cmds...))
+		return rediscore.DecodedResults(d.c.DoMulti(ctx, cmds...))
 	}, func(calls []rediscore.Call) []rediscore.Result {
-		execs := make([]rueidis.LuaExec, len(calls))
-		for i, c := range calls {
-			execs[i] = rueidis.LuaExec{Keys: c.Keys, Args: c.Args}
-		}
-		return results(d.scripts[s].ExecMulti(ctx, d.c, execs...))
+		return rediscore.DecodedResults(d.scripts[s].ExecMulti(ctx, d.c, rediscore.ScriptCalls[rueidis.LuaExec](calls)...))
 	})
 }
 
@@ -105,7 +102,7 @@ func (d *driver) EvalWait(ctx context.Context, s *rediscore.Script, keys, args [
 			}
 			resps := dc.DoMulti(ctx, script, b.Wait().Numreplicas(int64(replicas)).Timeout(timeout.Milliseconds()).Build())
 			acks, err := resps[1].AsInt64()
-			return result(resps[0]), acks, err
+			return rediscore.DecodedResults(resps[:1])[0], acks, err
 		})
 		return err
 	})
@@ -116,15 +113,10 @@ func (d *driver) EvalWait(ctx context.Context, s *rediscore.Script, keys, args [
 // of its slot, from the slot map (CLUSTER SLOTS, fetched again when it is older than a second).
 // A node's own client carries channels of any slot; the cluster client's Dedicate would not.
 func (d *driver) PubSubNode(ctx context.Context, channel string, sharded bool) (string, error) {
-	if !d.cluster || !sharded {
+	if !d.cluster {
 		return "", nil
 	}
-	if nodes := d.c.Nodes(); len(nodes) == 1 {
-		for addr := range nodes {
-			return addr, nil // the one master (rueidis takes miniredis for a cluster)
-		}
-	}
-	return d.slots.Master(ctx, rediscore.Slot(channel))
+	return d.slots.PubSubNode(ctx, channel, sharded, maps.Keys(d.c.Nodes()))
 }
 
 // DialPubSub implements rediscore.Driver on a dedicated connection (Client.Dedicate; on a
@@ -181,18 +173,3 @@ func (p pubsub) Do(ctx context.Context, commands ...rediscore.PubSubCommand) err
 }
 
 func (p pubsub) Close() { p.dc.Close() }
-
-// results converts the replies of script calls.
-func results(resps []rueidis.RedisResult) []rediscore.Result {
-	out := make([]rediscore.Result, len(resps))
-	for i, r := range resps {
-		out[i] = result(r)
-	}
-	return out
-}
-
-// result converts the reply of a script call.
-func result(r rueidis.RedisResult) rediscore.Result {
-	reply, err := rediscore.DecodedReply(r.ToAny())
-	return rediscore.Result{Reply: reply, Err: err}
-}

@@ -24,6 +24,7 @@ package valkeylocker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -49,8 +50,9 @@ func newDriver(c valkey.Client) *driver {
 	}
 }
 
-// driver implements rediscore.Driver with valkey-go; what does not depend on valkey-go's types is
-// in rediscore (EvalBatchRetry, EvalWaitRetry, SlotMap, WatchHooks).
+// driver implements rediscore.Driver with valkey-go: the glue of package rueidislocker on
+// valkey-go's types (the reasons for each choice are given there); what does not depend on the
+// types is in rediscore (EvalBatchRetry, EvalWaitRetry, SlotMap, WatchHooks).
 type driver struct {
 	c       valkey.Client
 	cluster bool
@@ -58,8 +60,7 @@ type driver struct {
 	slots   *rediscore.SlotMap                // for sharded notices on a cluster
 }
 
-// Cluster reports whether c is valkey-go's cluster client (Mode is part of valkey.Client, so
-// wrappers of the client report it too).
+// Cluster reports whether c is valkey-go's cluster client.
 func (d *driver) Cluster() bool { return d.cluster }
 
 // Eval runs s through its Lua object: EVALSHA, then EVAL on NOSCRIPT.
@@ -67,28 +68,21 @@ func (d *driver) Eval(ctx context.Context, s *rediscore.Script, keys, args []str
 	return rediscore.DecodedReply(d.scripts[s].Exec(ctx, d.c, keys, args).ToAny())
 }
 
-// EvalBatch sends one EVALSHA per call in one DoMulti: one pipeline, one per node on a cluster.
-// (Lua.ExecMulti would first SCRIPT LOAD on every node, a second round trip on every batch.)
-// The calls the server refuses with NOSCRIPT did not run: they run again through
-// Lua.ExecMulti, which loads the script on every node first.
+// EvalBatch sends one EVALSHA per call in one DoMulti, and the calls refused with NOSCRIPT
+// again through Lua.ExecMulti.
 func (d *driver) EvalBatch(ctx context.Context, s *rediscore.Script, calls []rediscore.Call) []rediscore.Result {
 	return rediscore.EvalBatchRetry(calls, func(calls []rediscore.Call) []rediscore.Result {
 		cmds := make(valkey.Commands, len(calls))
 		for i, c := range calls {
 			cmds[i] = d.c.B().Evalsha().Sha1(s.SHA1).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
 		}
-		return results(d.c.DoMulti(ctx, cmds...))
+		return rediscore.DecodedResults(d.c.DoMulti(ctx, cmds...))
 	}, func(calls []rediscore.Call) []rediscore.Result {
-		execs := make([]valkey.LuaExec, len(calls))
-		for i, c := range calls {
-			execs[i] = valkey.LuaExec{Keys: c.Keys, Args: c.Args}
-		}
-		return results(d.scripts[s].ExecMulti(ctx, d.c, execs...))
+		return rediscore.DecodedResults(d.scripts[s].ExecMulti(ctx, d.c, rediscore.ScriptCalls[valkey.LuaExec](calls)...))
 	})
 }
 
-// EvalWait sends the script and WAIT in one DoMulti on a dedicated connection (Dedicated: on a
-// cluster, one to the master of the script's slot), so that WAIT follows the script there.
+// EvalWait sends the script and WAIT in one DoMulti on a dedicated connection.
 func (d *driver) EvalWait(ctx context.Context, s *rediscore.Script, keys, args []string, replicas int, timeout time.Duration) (r rediscore.Reply, acks int, err error) {
 	err = d.c.Dedicated(func(dc valkey.DedicatedClient) (err error) {
 		r, acks, err = rediscore.EvalWaitRetry(func(eval bool) (rediscore.Result, int64, error) {
@@ -99,30 +93,23 @@ func (d *driver) EvalWait(ctx context.Context, s *rediscore.Script, keys, args [
 			}
 			resps := dc.DoMulti(ctx, script, b.Wait().Numreplicas(int64(replicas)).Timeout(timeout.Milliseconds()).Build())
 			acks, err := resps[1].AsInt64()
-			return result(resps[0]), acks, err
+			return rediscore.DecodedResults(resps[:1])[0], acks, err
 		})
 		return err
 	})
 	return r, acks, err
 }
 
-// PubSubNode implements rediscore.Driver: on a cluster, a sharded channel's node is the master
-// of its slot, from the slot map (CLUSTER SLOTS, fetched again when it is older than a second).
-// A node's own client carries channels of any slot; the cluster client's Dedicate would not.
+// PubSubNode implements rediscore.Driver as rueidislocker does.
 func (d *driver) PubSubNode(ctx context.Context, channel string, sharded bool) (string, error) {
-	if !d.cluster || !sharded {
+	if !d.cluster {
 		return "", nil
 	}
-	if nodes := d.c.Nodes(); len(nodes) == 1 {
-		for addr := range nodes {
-			return addr, nil // the one master (valkey-go takes miniredis for a cluster)
-		}
-	}
-	return d.slots.Master(ctx, rediscore.Slot(channel))
+	return d.slots.PubSubNode(ctx, channel, sharded, maps.Keys(d.c.Nodes()))
 }
 
-// DialPubSub implements rediscore.Driver on a dedicated connection (Client.Dedicate; on a
-// cluster, of the node's own client), never one that runs commands, with valkey-go pub/sub hooks.
+// DialPubSub implements rediscore.Driver with valkey-go pub/sub hooks on a dedicated connection
+// of the node's client.
 func (d *driver) DialPubSub(_ context.Context, node string, events rediscore.PubSubEvents) (rediscore.PubSubConn, error) {
 	c := d.c
 	if node != "" {
@@ -135,7 +122,6 @@ func (d *driver) DialPubSub(_ context.Context, node string, events rediscore.Pub
 	}
 	dc, _ := c.Dedicate() // Close releases it
 	done := dc.SetPubSubHooks(valkey.PubSubHooks{
-		// Hooks run in the connection's reader goroutine: no blocking there.
 		OnMessage:      func(m valkey.PubSubMessage) { events.Message(m.Channel) },
 		OnSubscription: func(s valkey.PubSubSubscription) { events.Reply(s.Kind, s.Channel) },
 	})
@@ -145,10 +131,10 @@ func (d *driver) DialPubSub(_ context.Context, node string, events rediscore.Pub
 // pubsub is a rediscore.PubSubConn on a valkey-go dedicated connection.
 type pubsub struct {
 	dc    valkey.DedicatedClient
-	slots *rediscore.SlotMap // forgotten when a node answers MOVED
+	slots *rediscore.SlotMap
 }
 
-// Do sends commands in one DoMulti; valkey-go returns once the server confirmed every channel.
+// Do sends commands in one DoMulti.
 func (p pubsub) Do(ctx context.Context, commands ...rediscore.PubSubCommand) error {
 	b := p.dc.B()
 	cmds := make(valkey.Commands, len(commands))
@@ -175,18 +161,3 @@ func (p pubsub) Do(ctx context.Context, commands ...rediscore.PubSubCommand) err
 }
 
 func (p pubsub) Close() { p.dc.Close() }
-
-// results converts the replies of script calls.
-func results(resps []valkey.ValkeyResult) []rediscore.Result {
-	out := make([]rediscore.Result, len(resps))
-	for i, r := range resps {
-		out[i] = result(r)
-	}
-	return out
-}
-
-// result converts the reply of a script call.
-func result(r valkey.ValkeyResult) rediscore.Result {
-	reply, err := rediscore.DecodedReply(r.ToAny())
-	return rediscore.Result{Reply: reply, Err: err}
-}
