@@ -179,14 +179,14 @@ func run(args []string, s *streams) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	err = runCmd(ctx, s, pos)
-	if e, ok := errors.AsType[*exitError](err); ok {
+	if e, ok := asError[*exitError](err); ok {
 		if e.err != nil {
 			fmt.Fprintf(s.err, "locker %s: %s\n", cmd.name, errorText(e.err))
 		}
 		return e.code
 	}
 	if err != nil {
-		if _, ok := errors.AsType[*usageError](err); ok {
+		if _, ok := asError[*usageError](err); ok {
 			return cmd.usageError(s, err.Error())
 		}
 		fmt.Fprintf(s.err, "locker %s: %s\n", cmd.name, errorText(err))
@@ -291,4 +291,12 @@ func (c *command) usage(w io.Writer, fs *flag.FlagSet) {
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)
+}
+
+// asError is errors.AsType of Go 1.26, for the Go 1.25 this module supports: the first error in
+// err's tree of type E, if any.
+func asError[E error](err error) (E, bool) {
+	var e E
+	ok := errors.As(err, &e)
+	return e, ok
 }

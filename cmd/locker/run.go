@@ -327,7 +327,7 @@ func runLocked(ctx context.Context, s *streams, cfg runConfig, cf *connFlags, ar
 		if ierr := endWait(); ierr != nil {
 			return ierr
 		}
-		if _, ok := errors.AsType[*usageError](err); ok {
+		if _, ok := asError[*usageError](err); ok {
 			return err
 		}
 		return &exitError{exitUnavailable, err}
@@ -423,7 +423,7 @@ func acquire(ctx context.Context, client *locker.Client, cfg runConfig, outer *h
 	default:
 		lease, err = client.Lock(ctx, cfg.Key)
 	}
-	if nerr, ok := errors.AsType[*locker.NotObtainedError](err); ok && ctx.Err() == nil {
+	if nerr, ok := asError[*locker.NotObtainedError](err); ok && ctx.Err() == nil {
 		var msg error
 		if cfg.Verbose {
 			left := ""

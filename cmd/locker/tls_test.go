@@ -324,7 +324,7 @@ func TestTLSSlowServer(t *testing.T) {
 	// A plain server: errNotTLS, in a *tlsError.
 	start = time.Now()
 	err := checkTLS(context.Background(), s.plain, cfg)
-	if te, ok := errors.AsType[*tlsError](err); !ok || !errors.Is(err, errNotTLS) || te.addr != s.plain {
+	if te, ok := asError[*tlsError](err); !ok || !errors.Is(err, errNotTLS) || te.addr != s.plain {
 		t.Errorf("checkTLS with a plain server: %v, want a *tlsError for %s with errNotTLS", err, s.plain)
 	}
 	t.Logf("a plain server found out in %v", time.Since(start))
@@ -338,7 +338,7 @@ func TestTLSSlowServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*plainProbeAfter)
 	defer cancel()
 	err = checkTLS(ctx, ln.Addr().String(), cfg)
-	if _, ok := errors.AsType[*tlsError](err); ok || !errors.Is(err, context.DeadlineExceeded) {
+	if _, ok := asError[*tlsError](err); ok || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("checkTLS with a server that never answers: %v, want the ctx's deadline", err)
 	}
 }
