@@ -15,19 +15,21 @@ import (
 	redigo "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
+	"github.com/valkey-io/valkey-go"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
 	redigolocker "github.com/hashlock/locker/backend/redigo"
 	"github.com/hashlock/locker/backend/rediscore"
 	rueidislocker "github.com/hashlock/locker/backend/rueidis"
+	valkeylocker "github.com/hashlock/locker/backend/valkey"
 	"github.com/hashlock/locker/conformance"
 	"github.com/hashlock/locker/internal/redistest"
 )
 
 // An authDriver makes a backend of one Redis driver that authenticates as user with pass (an
 // empty user: the default user, as with requirepass), configured by opts. A driver that connects
-// eagerly (rueidis) reports a refused authentication as an error here; the others report it on
+// eagerly (rueidis, valkey-go) reports a refused authentication as an error here; the others report it on
 // first use.
 type authDriver struct {
 	name string
@@ -60,6 +62,14 @@ var authDrivers = []authDriver{
 		t.Cleanup(func() { pool.Close() })
 		return redigolocker.New(pool, opts...), nil
 	}},
+	{"valkey", func(t conformance.TB, addr, user, pass string, opts ...rediscore.Option) (locker.Locker, error) {
+		c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}, Username: user, Password: pass})
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(c.Close)
+		return valkeylocker.New(c, opts...), nil
+	}},
 }
 
 // lockerACL is the ACL of the restricted user, as ACL SETUSER arguments after the user name: the
@@ -77,10 +87,10 @@ var lockerACL = []string{
 	"+exists", "+hexists", "+hget", "+hset", "+hincrby", "+hdel", "+hgetall", "+pexpire", "+pttl", "+del", "+spublish",
 	// Request markers and fencing counters.
 	"+get", "+set", "+time",
-	// Notices: a key's channel leaves a shared connection with SUNSUBSCRIBE; rueidis pings its
-	// connections.
+	// Notices: a key's channel leaves a shared connection with SUNSUBSCRIBE; rueidis and valkey-go
+	// ping their connections.
 	"+ssubscribe", "+sunsubscribe", "+ping",
-	// rueidis: client-side caching (unless DisableCache) and its cluster probe of the address
+	// rueidis and valkey-go: client-side caching (unless DisableCache) and its cluster probe of the address
 	// (unless ForceSingleClient).
 	"+client|tracking", "+cluster|slots",
 }

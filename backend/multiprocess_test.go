@@ -41,8 +41,9 @@ const (
 	workerTTL = 5 * time.Second
 )
 
-// workerRoles are the worker processes, one driver each: go-redis, rueidis, redigo, and go-redis
-// again with a pool of one connection (its Lock, Unlock and watchdog renewals queue for it).
+// workerRoles are the worker processes, one driver each: go-redis, rueidis, redigo, valkey-go,
+// and go-redis again with a pool of one connection (its Lock, Unlock and watchdog renewals
+// queue for it).
 var workerRoles = append(append([]driver(nil), drivers...), driver{"goredis-pool1", func(t conformance.TB, addr string, opts ...rediscore.Option) locker.Locker {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { rdb.Close() })

@@ -11,11 +11,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
+	"github.com/valkey-io/valkey-go"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
 	"github.com/hashlock/locker/backend/rediscore"
 	rueidislocker "github.com/hashlock/locker/backend/rueidis"
+	valkeylocker "github.com/hashlock/locker/backend/valkey"
 	"github.com/hashlock/locker/conformance"
 	"github.com/hashlock/locker/internal/redistest"
 )
@@ -203,6 +205,14 @@ func clusterDrivers(cluster *redistest.Cluster) []driver {
 			t.Cleanup(c.Close)
 			return rueidislocker.New(c, opts...)
 		}},
+		{"valkey", func(t conformance.TB, _ string, opts ...rediscore.Option) locker.Locker {
+			c, err := valkey.NewClient(valkey.ClientOption{InitAddress: cluster.Addrs})
+			if err != nil {
+				t.Fatalf("%v", err)
+			}
+			t.Cleanup(c.Close)
+			return valkeylocker.New(c, opts...)
+		}},
 	}
 }
 
@@ -232,10 +242,10 @@ func shardSubscribers(t *testing.T, cluster *redistest.Cluster, key string) int6
 // Backend subscribes them again on the new master, the other channels of the shared connection
 // stay, and every waiter still takes its key on a notice.
 func TestNoticesFollowAMovedSlot(t *testing.T) {
-	for _, d := range clusterDrivers(nil) {
+	for i, d := range clusterDrivers(nil) {
 		t.Run(d.name, func(t *testing.T) {
 			cluster := redistest.StartCluster(t, 3)
-			d := clusterDrivers(cluster)[map[string]int{"goredis": 0, "rueidis": 1}[d.name]]
+			d := clusterDrivers(cluster)[i]
 			moving := []string{"{moving}:a", "{moving}:b"}
 			slot := int(rediscore.Slot(moving[0]))
 			from := slot * 3 / redistest.NumSlots // node i serves the i-th third of the slots
