@@ -139,11 +139,11 @@ type AcquireRequest struct {
 	TTL   time.Duration // the lease to set; backends round it up to whole milliseconds
 
 	// ID, when not empty, names this call so that it takes effect at most once: a call with the
-	// same ID within RequestWindow (a driver or the Client sending it again because the reply
-	// was lost) changes nothing. It reports the first call's outcome while the hold that call
-	// added is still there, and a refusal once that hold is gone or was taken back (see
-	// ReleaseRequest.Undo; a single store reports TTL 0 then). IDs must be unique per key: the Client draws a random 96-bit
-	// prefix per Client and adds a counter. Default "": no idempotence.
+	// same ID within RequestWindow (a driver or the Client sending it again because the reply was
+	// lost) changes nothing. It reports the first call's outcome while the hold that call added is
+	// still there, and a refusal once that hold is gone or was taken back (see ReleaseRequest.Undo;
+	// a single store reports TTL 0 then). IDs must be unique per key: the Client draws a random
+	// 96-bit prefix per Client and adds a counter. Default "": no idempotence.
 	ID string
 
 	// Reentry says that the request may only re-enter a hold that Owner already has: when Owner

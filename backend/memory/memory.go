@@ -58,14 +58,14 @@ type outcome struct {
 // New returns an empty Backend, ready to use.
 func New() *Backend { return &Backend{} }
 
-// Acquire creates the lock on req.Key for req.Owner with a lease of req.TTL (rounded up to a
-// whole millisecond) and reports Holds == 1, or, when the owner already holds the key, adds a
-// hold, resets the lease and reports the new hold count. When another owner holds the key it
-// changes nothing and reports Holds == 0 with the holder's remaining lease in TTL; with
-// req.Reentry, when req.Owner does not hold the key, it changes nothing and returns an error
-// wrapping [locker.ErrNotHeld]. A TTL <= 0 is refused with an error wrapping [locker.ErrInvalid]. Request IDs and fencing tokens work as
-// [locker.AcquireRequest] describes; the Backend keeps a fencing counter for every key that was
-// ever locked with Fence, for its lifetime.
+// Acquire creates the lock on req.Key for req.Owner with a lease of req.TTL (rounded up to a whole
+// millisecond) and reports Holds == 1, or, when the owner already holds the key, adds a hold,
+// resets the lease and reports the new hold count. When another owner holds the key it changes
+// nothing and reports Holds == 0 with the holder's remaining lease in TTL; with req.Reentry, when
+// req.Owner does not hold the key, it changes nothing and returns an error wrapping
+// [locker.ErrNotHeld]. A TTL <= 0 is refused with an error wrapping [locker.ErrInvalid]. Request
+// IDs and fencing tokens work as [locker.AcquireRequest] describes; the Backend keeps a fencing
+// counter for every key that was ever locked with Fence, for its lifetime.
 func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
 	if err := ctx.Err(); err != nil {
 		return locker.Acquisition{}, err
