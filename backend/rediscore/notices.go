@@ -213,9 +213,9 @@ func (h *hub) drop(s *channelSub) {
 }
 
 // unplace wakes the waiters of s, whose subscription is down (notices may be missed until it is
-// back), and hands s to the repair goroutine, which places it again; a channel never confirmed fails instead after
-// subscribeTries placements. counted is false when the failure was not the channel's (the server
-// refused SSUBSCRIBE as a whole). h.mu must be held.
+// back), and hands s to the repair goroutine, which places it again; a channel never confirmed
+// fails instead after subscribeTries placements. counted is false when the failure was not the
+// channel's (the server refused SSUBSCRIBE as a whole). h.mu must be held.
 func (h *hub) unplace(s *channelSub, err error, counted bool) {
 	s.conn = nil
 	if s.confirmed {
