@@ -11,6 +11,7 @@ import (
 	redigolib "github.com/gomodule/redigo/redis"
 	goredislib "github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
+	"github.com/valkey-io/valkey-go"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
@@ -19,6 +20,7 @@ import (
 	"github.com/hashlock/locker/backend/redigo"
 	"github.com/hashlock/locker/backend/rediscore"
 	rueidislocker "github.com/hashlock/locker/backend/rueidis"
+	valkeylocker "github.com/hashlock/locker/backend/valkey"
 )
 
 // floorScript is the raw floor's script: the least work a script call can do.
@@ -96,8 +98,8 @@ func Memory() Lib {
 
 // RedisOptions adjusts the Redis drivers.
 type RedisOptions struct {
-	// DisableClientCache turns off rueidis's client-side caching, which needs CLIENT TRACKING
-	// (miniredis has none).
+	// DisableClientCache turns off rueidis's and valkey-go's client-side caching, which needs
+	// CLIENT TRACKING (miniredis has none).
 	DisableClientCache bool
 	// PoolSize is Redigo's pool size (MaxIdle; MaxActive stays unlimited); default 64, so the
 	// 64-goroutine scenario does not dial a connection per call.
@@ -130,8 +132,8 @@ func redisURL(url string, o RedisOptions) (*goredislib.Options, rueidis.ClientOp
 
 // Redis returns the Libs of our Client on every Redis driver, each client with its own
 // connections to the server at url ("redis://host:port/db", read once for every driver, as
-// go-redis's ParseURL reads it): go-redis, go-redis through its AutoPipeline, rueidis, and
-// Redigo. go-redis clients are created with ContextTimeoutEnabled, Redigo pools with MaxIdle
+// go-redis's ParseURL reads it): go-redis, go-redis through its AutoPipeline, rueidis, Redigo
+// and valkey-go. go-redis clients are created with ContextTimeoutEnabled, Redigo pools with MaxIdle
 // o.PoolSize (Redigo's default, 0, would dial a connection per call); everything else keeps the
 // drivers' defaults.
 func Redis(url string, o RedisOptions) ([]Lib, error) {
@@ -146,7 +148,6 @@ func Redis(url string, o RedisOptions) ([]Lib, error) {
 		opt := *gopt
 		return goredislib.NewClient(&opt)
 	}
-	newRueidis := func() (rueidis.Client, error) { return rueidis.NewClient(ropt) }
 	newPool := func() *redigolib.Pool {
 		return &redigolib.Pool{
 			MaxIdle: o.PoolSize,
@@ -198,28 +199,13 @@ func Redis(url string, o RedisOptions) ([]Lib, error) {
 		return lib
 	}
 
-	rueidisLib := Ours("rueidis", "rueidis",
-		func() (locker.Locker, func(), error) {
-			c, err := newRueidis()
-			if err != nil {
-				return nil, nil, fmt.Errorf("rueidis: %w", err)
-			}
-			return rueidislocker.New(c), c.Close, nil
-		},
-		func() (FloorOp, func(), error) {
-			c, err := newRueidis()
-			if err != nil {
-				return nil, nil, fmt.Errorf("rueidis: %w", err)
-			}
-			return RueidisFloor(c), c.Close, nil
-		})
-	rueidisLib.ScriptFloor = func() (FloorOp, func(), error) {
-		c, err := newRueidis()
-		if err != nil {
-			return nil, nil, fmt.Errorf("rueidis: %w", err)
-		}
-		return rueidisScripts(c), c.Close, nil
-	}
+	rueidisLib := clientLib("rueidis", func() (rueidis.Client, error) { return rueidis.NewClient(ropt) },
+		func(c rueidis.Client) locker.Locker { return rueidislocker.New(c) }, RueidisFloor, rueidisScripts)
+	// valkey-go reads the options rueidis does (it is a fork).
+	vopt := valkey.ClientOption{InitAddress: ropt.InitAddress, Username: ropt.Username, Password: ropt.Password,
+		SelectDB: ropt.SelectDB, ClientName: ropt.ClientName, TLSConfig: ropt.TLSConfig, DisableCache: ropt.DisableCache}
+	valkeyLib := clientLib("valkey", func() (valkey.Client, error) { return valkey.NewClient(vopt) },
+		func(c valkey.Client) locker.Locker { return valkeylocker.New(c) }, valkeyFloor, valkeyScripts)
 
 	redigoLib := Ours("redigo", "redigo",
 		func() (locker.Locker, func(), error) {
@@ -235,7 +221,7 @@ func Redis(url string, o RedisOptions) ([]Lib, error) {
 		return redigoScripts(p), func() { p.Close() }, nil
 	}
 
-	libs := []Lib{goredisLib("goredis", openGoredis), goredisLib("goredis-autopipeline", openAuto), rueidisLib, redigoLib}
+	libs := []Lib{goredisLib("goredis", openGoredis), goredisLib("goredis-autopipeline", openAuto), rueidisLib, redigoLib, valkeyLib}
 	for i := range libs {
 		libs[i].ServerConns = func() (ConnCount, func(), error) {
 			opt := *gopt
@@ -258,6 +244,30 @@ func Redis(url string, o RedisOptions) ([]Lib, error) {
 		}
 	}
 	return libs, nil
+}
+
+// clientLib is the Lib of our Client on a driver whose clients open makes, one a backend,
+// floor or scripts floor, closed with it: backend makes the backend, floor and scripts the
+// floors.
+func clientLib[C interface{ Close() }](name string, open func() (C, error), backend func(C) locker.Locker, floor, scripts func(C) FloorOp) Lib {
+	with := func(f func(C) FloorOp) func() (FloorOp, func(), error) {
+		return func() (FloorOp, func(), error) {
+			c, err := open()
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", name, err)
+			}
+			return f(c), c.Close, nil
+		}
+	}
+	lib := Ours(name, name, func() (locker.Locker, func(), error) {
+		c, err := open()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return backend(c), c.Close, nil
+	}, with(floor))
+	lib.ScriptFloor = with(scripts)
+	return lib
 }
 
 // pubsubClients counts the connections in pub/sub mode (flag P) in the reply to CLIENT LIST.
@@ -323,17 +333,51 @@ func goredisScripts(c goredislib.Scripter) FloorOp {
 	}
 }
 
-func rueidisScripts(c rueidis.Client) FloorOp {
-	acquire := rueidis.NewLuaScript(rediscore.AcquireScript.Source)
-	release := rueidis.NewLuaScript(rediscore.ReleaseScript.Source)
+// scriptsFloor returns the scripts floor through script objects: newScript makes one of a
+// source, exec runs one with keys and args.
+func scriptsFloor[S any](newScript func(src string) S, exec func(ctx context.Context, s S, keys, args []string) error) FloorOp {
+	acquire, release := newScript(rediscore.AcquireScript.Source), newScript(rediscore.ReleaseScript.Source)
 	a := scriptsCall()
 	return func(ctx context.Context) error {
-		if err := acquire.Exec(ctx, c, a.acquireKeys, a.acquireArgs).Error(); err != nil {
+		if err := exec(ctx, acquire, a.acquireKeys, a.acquireArgs); err != nil {
 			return err
 		}
-		return release.Exec(ctx, c, a.releaseKeys, a.releaseArgs).Error()
+		return exec(ctx, release, a.releaseKeys, a.releaseArgs)
 	}
 }
+
+// luaFloor returns the raw floor through script objects (newScript and exec as for
+// scriptsFloor): two calls of `return 1`.
+func luaFloor[S any](newScript func(src string) S, exec func(ctx context.Context, s S, keys, args []string) error) FloorOp {
+	s := newScript(floorScript)
+	return func(ctx context.Context) error {
+		for range 2 {
+			if err := exec(ctx, s, nil, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// rueidisLua makes rueidis Lua script objects and runs them on c (EVALSHA, EVAL on NOSCRIPT).
+func rueidisLua(c rueidis.Client) (func(string) *rueidis.Lua, func(context.Context, *rueidis.Lua, []string, []string) error) {
+	return func(src string) *rueidis.Lua { return rueidis.NewLuaScript(src) },
+		func(ctx context.Context, s *rueidis.Lua, keys, args []string) error {
+			return s.Exec(ctx, c, keys, args).Error()
+		}
+}
+
+// valkeyLua makes valkey-go Lua script objects and runs them on c (EVALSHA, EVAL on NOSCRIPT).
+func valkeyLua(c valkey.Client) (func(string) *valkey.Lua, func(context.Context, *valkey.Lua, []string, []string) error) {
+	return func(src string) *valkey.Lua { return valkey.NewLuaScript(src) },
+		func(ctx context.Context, s *valkey.Lua, keys, args []string) error {
+			return s.Exec(ctx, c, keys, args).Error()
+		}
+}
+
+func rueidisScripts(c rueidis.Client) FloorOp { return scriptsFloor(rueidisLua(c)) }
+func valkeyScripts(c valkey.Client) FloorOp   { return scriptsFloor(valkeyLua(c)) }
 
 func redigoScripts(p *redigolib.Pool) FloorOp {
 	acquire := redigolib.NewScript(2, rediscore.AcquireScript.Source)
@@ -374,17 +418,10 @@ func GoredisFloor(c goredislib.Scripter) FloorOp {
 
 // RueidisFloor returns the raw floor through rueidis: two Lua.Exec calls (EVALSHA, EVAL on
 // NOSCRIPT) of `return 1` on c.
-func RueidisFloor(c rueidis.Client) FloorOp {
-	s := rueidis.NewLuaScript(floorScript)
-	return func(ctx context.Context) error {
-		for range 2 {
-			if err := s.Exec(ctx, c, nil, nil).Error(); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-}
+func RueidisFloor(c rueidis.Client) FloorOp { return luaFloor(rueidisLua(c)) }
+
+// valkeyFloor is RueidisFloor through valkey-go.
+func valkeyFloor(c valkey.Client) FloorOp { return luaFloor(valkeyLua(c)) }
 
 // redigoFloor returns the raw floor through Redigo: two Script.DoContext calls (EVALSHA) of
 // `return 1`, each on a connection of the pool, as the backend runs its scripts.
