@@ -92,8 +92,9 @@ func (d *driver) EvalWait(ctx context.Context, s *rediscore.Script, keys, args [
 				script = b.Eval().Script(s.Source).Numkeys(n).Key(keys...).Arg(args...).Build()
 			}
 			resps := dc.DoMulti(ctx, script, b.Wait().Numreplicas(int64(replicas)).Timeout(timeout.Milliseconds()).Build())
-			acks, err := resps[1].AsInt64()
-			return rediscore.DecodedResults(resps[:1])[0], acks, err
+			reply, err := rediscore.DecodedReply(resps[0].ToAny())
+			acks, ackErr := resps[1].AsInt64()
+			return rediscore.Result{Reply: reply, Err: err}, acks, ackErr
 		})
 		return err
 	})
