@@ -19,12 +19,14 @@ import (
 	redigo "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
+	"github.com/valkey-io/valkey-go"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
 	"github.com/hashlock/locker/backend/quorum"
 	redigolocker "github.com/hashlock/locker/backend/redigo"
 	rueidislocker "github.com/hashlock/locker/backend/rueidis"
+	valkeylocker "github.com/hashlock/locker/backend/valkey"
 )
 
 // redisEnv is the environment variable that gives the Redis URL when --redis is not given (to
@@ -37,7 +39,7 @@ const redisEnv = "LOCKER_REDIS"
 const passwordEnv = "LOCKER_REDIS_PASSWORD"
 
 // drivers are the values of --driver; the first is the default.
-var drivers = []string{"goredis", "rueidis", "redigo"}
+var drivers = []string{"goredis", "rueidis", "redigo", "valkey"}
 
 // connectTimeout bounds connecting to the server and the first PING.
 const connectTimeout = 10 * time.Second
@@ -80,7 +82,7 @@ func addConnFlags(fs *flag.FlagSet, embedded bool) *connFlags {
 		def = "an embedded miniredis"
 	}
 	fs.Var(&c.urls, "redis", "Redis server `URL`: redis://[[user:]password@]host[:port][/db][?client_name=NAME], or rediss:// for TLS, which also takes ?ca_file=, cert_file=, key_file=, skip_verify=true (default "+def+"); repeat it for a quorum of 3 or 5 independent servers (backend/quorum)")
-	fs.StringVar(&c.driver, "driver", c.driver, "Go Redis `driver`: goredis, rueidis or redigo")
+	fs.StringVar(&c.driver, "driver", c.driver, "Go Redis `driver`: goredis, rueidis, redigo or valkey (valkey-go)")
 	fs.StringVar(&c.tls.caFile, "redis-ca", "", "rediss://: trust the CA certificates of the PEM `FILE` too, besides the system's (default: the system's alone, which $SSL_CERT_FILE replaces)")
 	fs.StringVar(&c.tls.certFile, "redis-cert", "", "rediss://: offer the client certificate of the PEM `FILE` (with --redis-key) to a server that asks for one")
 	fs.StringVar(&c.tls.keyFile, "redis-key", "", "rediss://: the private key (PEM `FILE`) of --redis-cert")
@@ -105,7 +107,7 @@ type conn struct {
 // Bad flags are a *usageError. The caller must call the conn's close.
 func (c *connFlags) connect(ctx context.Context) (*conn, error) {
 	if !slices.Contains(drivers, c.driver) {
-		return nil, usagef("--driver %q: must be one of goredis, rueidis, redigo", c.driver)
+		return nil, usagef("--driver %q: must be one of %s", c.driver, strings.Join(drivers, ", "))
 	}
 	pw, err := c.readPassword()
 	if err != nil {
@@ -337,6 +339,16 @@ func dial(ctx context.Context, driver string, r *redisURL, cfg *tls.Config) (*co
 			return nil, err
 		}
 		return &conn{Locker: rueidislocker.New(rc), close: rc.Close}, nil
+	case "valkey":
+		vc, err := valkey.NewClient(valkeyOptions(r, cfg))
+		if err != nil {
+			return nil, err
+		}
+		if err := vc.Do(ctx, vc.B().Ping().Build()).Error(); err != nil {
+			vc.Close()
+			return nil, err
+		}
+		return &conn{Locker: valkeylocker.New(vc), close: vc.Close}, nil
 	case "redigo":
 		opts := redigoOptions(r, cfg)
 		c, err := redigo.DialContext(ctx, "tcp", r.addr(), opts...)
@@ -372,6 +384,13 @@ func goredisOptions(r *redisURL, cfg *tls.Config) *redis.Options {
 // does not use it, and it needs CLIENT TRACKING.
 func rueidisOptions(r *redisURL, cfg *tls.Config) rueidis.ClientOption {
 	return rueidis.ClientOption{InitAddress: []string{r.addr()}, Username: r.user, Password: r.password,
+		SelectDB: r.db, ClientName: r.name, TLSConfig: cfg, DisableCache: true}
+}
+
+// valkeyOptions are valkey-go's options for r and cfg: rueidisOptions (valkey-go is a fork of
+// rueidis), also without the client-side cache.
+func valkeyOptions(r *redisURL, cfg *tls.Config) valkey.ClientOption {
+	return valkey.ClientOption{InitAddress: []string{r.addr()}, Username: r.user, Password: r.password,
 		SelectDB: r.db, ClientName: r.name, TLSConfig: cfg, DisableCache: true}
 }
 

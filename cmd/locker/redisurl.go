@@ -11,7 +11,7 @@ import (
 
 // A redisURL is a --redis URL as locker reads it, once, for every driver: each driver's client
 // is built from these fields, never from the URL, so that one URL means the same on goredis,
-// rueidis and redigo.
+// rueidis, redigo and valkey.
 type redisURL struct {
 	raw      string // as given (with its secrets: show it through redactURL only)
 	tls      bool   // rediss://
