@@ -50,7 +50,7 @@ benchmarks of bench/compare.`,
 		cf.driver = "all"
 		if f := fs.Lookup("driver"); f != nil {
 			f.DefValue = cf.driver
-			f.Usage = "comma-separated `drivers`: memory (the Client on its in-process backend, no Redis), goredis, goredis-autopipeline, rueidis, redigo; or all"
+			f.Usage = "comma-separated `drivers`: memory (the Client on its in-process backend, no Redis), goredis, goredis-autopipeline, rueidis, redigo, valkey; or all"
 		}
 		cfg := benchConfig{Time: time.Second, Scenarios: "all"}
 		fs.StringVar(&cfg.Scenarios, "scenario", cfg.Scenarios, "comma-separated `scenarios`: "+strings.Join(scenarioNames(), ", ")+"; or all")
@@ -111,7 +111,7 @@ const embeddedLeases = 100
 const embeddedKeys = 100
 
 // benchDrivers are the values of bench's --driver, in the order of the tables.
-var benchDrivers = []string{"memory", "goredis", "goredis-autopipeline", "rueidis", "redigo"}
+var benchDrivers = []string{"memory", "goredis", "goredis-autopipeline", "rueidis", "redigo", "valkey"}
 
 func scenarioNames() []string {
 	var names []string

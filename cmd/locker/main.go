@@ -32,7 +32,7 @@
 //	                 servers, a minority of which may be down at the start. The URL means the
 //	                 same to every driver (a name alone before @ is a password, as redis-cli
 //	                 reads it); an unknown ?option is a usage error
-//	--driver NAME    the Go Redis driver: goredis (the default), rueidis or redigo
+//	--driver NAME    the Go Redis driver: goredis (the default), rueidis, redigo or valkey
 //	--redis-password-file FILE
 //	                 the password of each --redis URL that has none, from the first line of
 //	                 FILE (default: the environment variable LOCKER_REDIS_PASSWORD); unlike a
