@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/hashlock/locker/bench"
+	"github.com/hashlock/locker/internal/bench"
 )
 
 // Run with

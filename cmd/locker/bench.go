@@ -18,7 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hashlock/locker"
-	"github.com/hashlock/locker/bench"
+	"github.com/hashlock/locker/internal/bench"
 )
 
 var benchCommand = command{

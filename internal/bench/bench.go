@@ -2,19 +2,18 @@
 // libraries people pick instead.
 //
 // A scenario (Floor, ScriptsFloor, Uncontended, Parallel, Contention, ManyHotKeys, Reentry,
-// Watchdog) is a
-// function of a Runner and a Lib. The Runner is either a *testing.B (see Bench, for the Go benchmarks of this
-// directory and of the comparison module in bench/compare) or a time budget (see Measure, for
-// the `locker bench` command); a Lib is one lock library on one driver — ours on memory,
-// go-redis, rueidis or Redigo (Memory, Redis), or a peer library that the comparison module
-// wraps. Every scenario does its set-up and warm-up before Runner.ResetTimer and its tear-down
+// Watchdog) is a function of a Runner and a Lib. The Runner is either a *testing.B (see Bench,
+// for the Go benchmarks in bench/ and in the comparison module bench/compare) or a time budget
+// (see Measure, for the `locker bench` command); a Lib is one lock library on one driver — ours
+// on memory, go-redis, rueidis, Redigo or valkey-go (Memory, Redis), or a peer library that the
+// comparison module wraps. Every scenario does its set-up and warm-up before Runner.ResetTimer and its tear-down
 // after Runner.StopTimer, so what is measured is the scenario's loop alone.
 //
 // Round trips are counted by a locker.Locker decorator (Counter) under our Client: every backend
 // call is one round trip (Renew is one pipeline, whatever the size of its batch). Peer libraries
 // are not instrumented, so their results carry no round-trip count.
 //
-// See README.md in this directory for what each scenario measures and how to run them.
+// See bench/README.md for what each scenario measures and how to run them.
 package bench
 
 import (
