@@ -66,7 +66,8 @@ type Locker interface {
 	// call also reports the lock's fencing token (see Acquisition.Token).
 	Acquire(ctx context.Context, req AcquireRequest) (Acquisition, error)
 
-	// Release removes one of req.Owner's holds on req.Key and reports how many remain. At zero
+	// Release removes one of req.Owner's holds on req.Key and reports how many remain (of
+	// every kind, as Acquisition.Holds counts them). At zero
 	// the key is deleted and a release notice is sent to the key's subscribers. The lease is
 	// left as it is while holds remain. When the owner holds no lock on the key (it never did,
 	// it expired, or it was forced away) Release changes nothing and returns an error wrapping
@@ -102,6 +103,36 @@ type Locker interface {
 	Subscribe(ctx context.Context, key string) (notices <-chan struct{}, cancel func(), err error)
 }
 
+// KindLocker is implemented by a [Locker] that, besides exclusive locks, has shared (read) holds
+// and a wait queue per key, for Client.RLock and WithFair. The Client uses those only on a
+// KindLocker; on any other backend they return an error wrapping errors.ErrUnsupported. All
+// backends of this module but backend/quorum implement it.
+//
+// A key is free, held exclusively by one owner (as Locker describes), or held in shared mode by
+// one or more owners, each with a hold count; one lease (TTL) covers the key. A KindLocker
+// grants, besides what Locker.Acquire grants:
+//
+//   - a shared hold to an owner that holds the key in shared mode (re-entry), or exclusively
+//     (downgrade: the owner keeps both; when its last exclusive hold is released its shared
+//     holds remain, and the key passes to shared mode), whatever the queue;
+//   - a new shared hold on a free key or a key in shared mode, when the key's wait queue has no
+//     live exclusive entry (with Fair: no live entry of another kind ahead of Owner's);
+//   - a new exclusive hold on a free key (with Fair: when no live entry is ahead of Owner's).
+//
+// An exclusive request of an owner that holds the key only in shared mode (an upgrade, which
+// would deadlock against another reader) changes nothing and returns an error wrapping
+// ErrUpgrade. Fencing tokens advance only with new exclusive holds; a shared hold reports the
+// latest token. A release to zero of a key, a passage to shared mode and the removal of a queue
+// entry that others were behind send a release notice. Queue entries end when granted, at
+// Dequeue, or Wait after they were last refreshed: a waiter that dies blocks those behind it
+// for at most its Wait.
+type KindLocker interface {
+	Locker
+	// Dequeue removes owner's entry from key's wait queue, if there is one (a waiter that gives
+	// up), and sends a release notice when entries were behind it. A missing entry is no error.
+	Dequeue(ctx context.Context, key, owner string) error
+}
+
 // FenceRaiser is implemented by a Locker that can raise a key's fencing counter. A backend made
 // of several Lockers (backend/quorum) uses it to keep its tokens increasing: after a new lock it
 // raises the counter of every node that granted it to the token it reports. All backends of this
@@ -115,7 +146,8 @@ type FenceRaiser interface {
 // Acquisition is what [Locker.Acquire] reports.
 type Acquisition struct {
 	// Holds is the owner's hold count after the call: 1 for a new lock, 2, 3… after re-entry,
-	// and 0 when the lock was refused because another owner holds it.
+	// and 0 when the lock was refused because another owner holds it. It counts the owner's
+	// exclusive and shared holds together (see KindLocker).
 	Holds int
 	// TTL is, when the lock was refused, the holder's remaining lease; 0 when unknown.
 	TTL time.Duration
@@ -162,6 +194,23 @@ type AcquireRequest struct {
 	// Fence asks for a fencing token in Acquisition.Token. On a Redis backend it costs one
 	// counter key per lock key, kept for ever (no round trip). Default false.
 	Fence bool
+
+	// Shared asks for a shared (read) hold instead of an exclusive one; see [KindLocker] for what
+	// it is granted with. Only a KindLocker honours it. Default false: exclusive.
+	Shared bool
+
+	// Fair makes the request respect the key's wait queue: it is granted only when no live entry
+	// of the queue is ahead of Owner's (for a shared request: no entry but shared ones), and
+	// once granted Owner's entry leaves the queue. Only a KindLocker honours it. Default false.
+	Fair bool
+
+	// Wait, when positive, says that the caller will wait and send this request again within
+	// Wait if it is refused: a refused request then puts Owner in the key's wait queue (or keeps
+	// its place there) for Wait from now. A fair request queues whatever its kind; an exclusive
+	// request that is not fair queues too, so that new shared requests wait behind it (writers
+	// are not starved); a shared request that is not fair never queues. Only a KindLocker
+	// honours it. Default 0: the request never queues.
+	Wait time.Duration
 }
 
 // ReleaseRequest is the argument of [Locker.Release].
@@ -185,6 +234,10 @@ type ReleaseRequest struct {
 
 	// Fresh, with Undo, is the Fresh of the Acquire taken back; ignored otherwise. Default false.
 	Fresh bool
+
+	// Shared says that the hold to release is a shared one (AcquireRequest.Shared): an owner
+	// holding a key exclusively may also have shared holds on it. Default false.
+	Shared bool
 }
 
 // RequestWindow is how long a backend remembers a request ID (AcquireRequest.ID,
@@ -216,6 +269,15 @@ type State struct {
 	Holds int
 	// TTL is the remaining lease (0 when free).
 	TTL time.Duration
+	// Shared reports a lock held in shared mode (by readers: Client.RLock). Owner is then one of
+	// the readers, Holds the number of shared holds of all readers together. Default false:
+	// exclusive, or free.
+	Shared bool
+	// Readers is the number of owners that hold the key in shared mode (0 when it is not).
+	Readers int
+	// Queued is the number of live entries of the key's wait queue: fair waiters, and writers
+	// waiting for readers to leave (see AcquireRequest.Wait).
+	Queued int
 }
 
 // The sentinel errors. Errors returned by this module wrap them with context; test with
@@ -254,6 +316,12 @@ var (
 	// hash without the lock's marker. Nothing was changed: the library never
 	// writes to, renews or deletes such a key (ForceUnlock included).
 	ErrNotALock = errors.New("locker: key is not a lock")
+
+	// ErrUpgrade means an exclusive Lock was asked by an owner that holds the key only shared
+	// (through an RLock lease's context): the upgrade could wait for ever on another reader
+	// doing the same, so it is refused at once and nothing changes. Unlock the shared lease and
+	// Lock afresh instead.
+	ErrUpgrade = errors.New("locker: cannot upgrade a shared hold to an exclusive one")
 )
 
 // NotObtainedError is the error of a Lock or TryLock that did not get the lock because another
