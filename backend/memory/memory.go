@@ -17,7 +17,7 @@ import (
 	"github.com/hashlock/locker/internal/display"
 )
 
-var _ locker.Locker = (*Backend)(nil)
+var _ locker.KindLocker = (*Backend)(nil)
 
 // minSweep is the map size below which expired entries are never swept.
 const minSweep = 32
@@ -35,16 +35,39 @@ type Backend struct {
 	swept int // len(locks) after the last sweep
 	subs  map[string]map[chan struct{}]struct{}
 
+	queues      map[string]*waitQueue // the wait queue per key (dead ones until swept)
+	sweptQueues int                   // len(queues) after the last sweep
+
 	fences        map[string]uint64 // the fencing counter of every key ever locked with Fence
 	requests      map[requestID]outcome
 	sweptRequests int // len(requests) after the last sweep
 }
 
+// entry is a lock: exclusive (owner set, with holds >= 1, and perhaps shared holds of that
+// owner, a downgrade) or shared (owner "", readers in shared).
 type entry struct {
-	owner   string
-	holds   int
+	owner   string         // the exclusive holder; "" in shared mode
+	holds   int            // the exclusive holder's exclusive holds
+	shared  map[string]int // shared holds per owner
 	expires time.Time
 }
+
+// total is owner's hold count on the entry, of both kinds.
+func (e *entry) total(owner string) int {
+	n := e.shared[owner]
+	if e.owner == owner {
+		n += e.holds
+	}
+	return n
+}
+
+// heldBy reports whether owner holds the entry in any way.
+func (e *entry) heldBy(owner string) bool {
+	return e != nil && e.total(owner) > 0
+}
+
+// isShared reports whether the entry is in shared mode.
+func (e *entry) isShared() bool { return e.owner == "" }
 
 // requestID names a remembered request: its key and ID.
 type requestID struct{ key, id string }
@@ -63,9 +86,11 @@ func New() *Backend { return &Backend{} }
 // resets the lease and reports the new hold count. When another owner holds the key it changes
 // nothing and reports Holds == 0 with the holder's remaining lease in TTL; with req.Reentry, when
 // req.Owner does not hold the key, it changes nothing and returns an error wrapping
-// [locker.ErrNotHeld]. A TTL <= 0 is refused with an error wrapping [locker.ErrInvalid]. Request
-// IDs and fencing tokens work as [locker.AcquireRequest] describes; the Backend keeps a fencing
-// counter for every key that was ever locked with Fence, for its lifetime.
+// [locker.ErrNotHeld]. A TTL <= 0 or a negative Wait is refused with an error wrapping
+// [locker.ErrInvalid]. Shared holds, the wait queue (Fair, Wait) and upgrades work as
+// [locker.KindLocker] describes; request IDs and fencing tokens as [locker.AcquireRequest]
+// does. The Backend keeps a fencing counter for every key that was ever locked with Fence, for
+// its lifetime.
 func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
 	if err := ctx.Err(); err != nil {
 		return locker.Acquisition{}, err
@@ -74,6 +99,9 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	if err != nil {
 		return locker.Acquisition{}, err
 	}
+	if req.Wait < 0 {
+		return locker.Acquisition{}, fmt.Errorf("memory: acquire %s: wait %v: %w", display.Key(req.Key), req.Wait, locker.ErrInvalid)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
@@ -81,43 +109,80 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	if req.ID != "" {
 		if done, ok := b.marker(req.Key, req.ID, now); ok {
 			// A call sent again: report the first outcome while its hold is there.
-			if done > 0 && e != nil && e.owner == req.Owner {
+			if done > 0 && e.heldBy(req.Owner) {
 				return locker.Acquisition{Holds: done, Token: b.token(req)}, nil
 			}
 			return locker.Acquisition{}, nil
 		}
 	}
-	if req.Fresh && e != nil && e.owner == req.Owner {
+	if req.Fresh && e.heldBy(req.Owner) {
 		e.expires = now.Add(ttl) // this very request, sent again
-		return locker.Acquisition{Holds: e.holds, Token: b.token(req)}, nil
+		return locker.Acquisition{Holds: e.total(req.Owner), Token: b.token(req)}, nil
 	}
-	if req.Reentry && (e == nil || e.owner != req.Owner) {
+	if req.Reentry && !e.heldBy(req.Owner) {
 		return locker.Acquisition{}, fmt.Errorf("memory: acquire %s: re-entry: %w", display.Key(req.Key), locker.ErrNotHeld)
 	}
 	switch {
+	case e.heldBy(req.Owner) && !req.Shared && e.isShared():
+		return locker.Acquisition{}, fmt.Errorf("memory: acquire %s: %w", display.Key(req.Key), locker.ErrUpgrade)
+	case e.heldBy(req.Owner):
+		// Re-entry, or a downgrade (a shared hold of the exclusive holder), whatever the queue.
+		if req.Shared {
+			e.addShared(req.Owner)
+		} else {
+			e.holds++
+		}
+	case !b.admits(req, e, now):
+		if req.Wait > 0 && (req.Fair || !req.Shared) {
+			b.enqueue(req, now)
+		}
+		if e == nil {
+			return locker.Acquisition{}, nil // free, but others are ahead in the queue
+		}
+		return locker.Acquisition{TTL: e.expires.Sub(now)}, nil
 	case e == nil:
 		if b.locks == nil {
 			b.locks = make(map[string]*entry)
 		}
-		e = &entry{owner: req.Owner, holds: 1, expires: now.Add(ttl)}
-		if req.Fence {
-			if b.fences == nil {
-				b.fences = make(map[string]uint64)
-			}
-			b.fences[req.Key]++
+		e = &entry{expires: now.Add(ttl)} // before the sweep, which must keep it
+		if req.Shared {
+			e.addShared(req.Owner)
+		} else {
+			e.owner, e.holds = req.Owner, 1
+			b.advanceFence(req)
 		}
 		b.locks[req.Key] = e
 		b.sweep(now)
-	case e.owner == req.Owner:
-		e.holds++
-		e.expires = now.Add(ttl)
-	default:
-		return locker.Acquisition{TTL: e.expires.Sub(now)}, nil
+		b.granted(req, now)
+	default: // a new reader of a lock in shared mode
+		e.addShared(req.Owner)
+		b.granted(req, now)
 	}
+	e.expires = now.Add(ttl)
+	holds := e.total(req.Owner)
 	if !req.Fresh {
-		b.remember(req.Key, req.ID, e.holds, now)
+		b.remember(req.Key, req.ID, holds, now)
 	}
-	return locker.Acquisition{Holds: e.holds, Token: b.token(req)}, nil
+	return locker.Acquisition{Holds: holds, Token: b.token(req)}, nil
+}
+
+// addShared adds a shared hold of owner.
+func (e *entry) addShared(owner string) {
+	if e.shared == nil {
+		e.shared = make(map[string]int)
+	}
+	e.shared[owner]++
+}
+
+// advanceFence advances the key's fencing counter for a new exclusive lock asked with Fence.
+func (b *Backend) advanceFence(req locker.AcquireRequest) {
+	if !req.Fence {
+		return
+	}
+	if b.fences == nil {
+		b.fences = make(map[string]uint64)
+	}
+	b.fences[req.Key]++
 }
 
 // RaiseFence implements [locker.FenceRaiser]: it sets key's fencing counter to token if lower.
@@ -171,22 +236,38 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 		}
 	}
 	e := b.live(req.Key, now)
-	if e == nil || e.owner != req.Owner {
+	switch {
+	case e == nil, req.Shared && e.shared[req.Owner] == 0, !req.Shared && !(undo && req.Fresh) && e.owner != req.Owner,
+		undo && req.Fresh && !e.heldBy(req.Owner):
 		return 0, fmt.Errorf("memory: release %s: %w", display.Key(req.Key), locker.ErrNotHeld)
-	}
-	if undo && req.Fresh {
-		e.holds = 0 // a fresh owner's holds all come from the acquire taken back
-	} else {
+	case undo && req.Fresh:
+		// A fresh owner's holds all come from the acquire taken back.
+		delete(e.shared, req.Owner)
+		if e.owner == req.Owner {
+			e.owner, e.holds = "", 0
+		}
+	case req.Shared:
+		if e.shared[req.Owner]--; e.shared[req.Owner] == 0 {
+			delete(e.shared, req.Owner)
+		}
+	default:
 		e.holds--
+		if e.holds == 0 {
+			e.owner = "" // shared holds of the owner, if any, remain: shared mode
+			if len(e.shared) > 0 {
+				b.notify(req.Key) // readers may join
+			}
+		}
 	}
+	left := e.total(req.Owner)
 	if !undo {
-		b.remember(req.Key, req.ID, e.holds, now)
+		b.remember(req.Key, req.ID, left, now)
 	}
-	if e.holds == 0 {
+	if e.owner == "" && len(e.shared) == 0 {
 		delete(b.locks, req.Key)
 		b.notify(req.Key)
 	}
-	return e.holds, nil
+	return left, nil
 }
 
 // Renew resets the lease of each entry of batch whose owner holds its key to that entry's TTL
@@ -209,7 +290,7 @@ func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 		ttl, err := roundTTL("renew", r.Key, r.TTL)
 		if err != nil {
 			errs[i] = err
-		} else if e := b.live(r.Key, now); e != nil && e.owner == r.Owner {
+		} else if e := b.live(r.Key, now); e.heldBy(r.Owner) {
 			e.expires = now.Add(ttl)
 		} else {
 			errs[i] = fmt.Errorf("memory: renew %s: %w", display.Key(r.Key), locker.ErrNotHeld)
@@ -219,8 +300,10 @@ func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 }
 
 // Inspect reports whether key is held, the holder's owner token and hold count, and the exact
-// remaining lease (always > 0 for a held key). The zero State means key is free. It changes no
-// lock.
+// remaining lease (always > 0 for a held key). For a key in shared mode it reports Shared, the
+// number of Readers, their holds together, and as Owner the reader whose token sorts first.
+// Queued counts the live entries of the key's wait queue. The zero State means key is free and
+// nobody waits. It changes no lock.
 func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error) {
 	if err := ctx.Err(); err != nil {
 		return locker.State{}, err
@@ -228,10 +311,22 @@ func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
-	if e := b.live(key, now); e != nil {
-		return locker.State{Locked: true, Owner: e.owner, Holds: e.holds, TTL: e.expires.Sub(now)}, nil
+	st := locker.State{Queued: b.queued(key, now)}
+	e := b.live(key, now)
+	switch {
+	case e == nil:
+	case e.isShared():
+		st.Locked, st.Shared, st.Readers, st.TTL = true, true, len(e.shared), e.expires.Sub(now)
+		for owner, n := range e.shared {
+			if st.Owner == "" || owner < st.Owner {
+				st.Owner = owner // the same reader every time
+			}
+			st.Holds += n
+		}
+	default:
+		st.Locked, st.Owner, st.Holds, st.TTL = true, e.owner, e.total(e.owner), e.expires.Sub(now)
 	}
-	return locker.State{}, nil
+	return st, nil
 }
 
 // ForceRelease deletes the lock on key whoever holds it and notifies key's subscribers. It
