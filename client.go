@@ -81,7 +81,7 @@ func New(backend Locker, opts ...Option) *Client {
 // background (see ReleaseRequest.Undo), sending the take-back again for up to 5s while the
 // backend is unavailable, so no hold is left behind for a whole TTL.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
-	return c.obtain(ctx, key, opts, true)
+	return c.obtain(ctx, key, opts, true, false)
 }
 
 // TryLock makes one attempt to obtain (or re-enter) the lock on key, as Lock does, but does not
@@ -89,7 +89,29 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lease, 
 // ErrNotObtained and reports the holder's remaining lease. When the backend fails, TryLock
 // returns its error at once (and takes back the acquire, as Lock does).
 func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
-	return c.obtain(ctx, key, opts, false)
+	return c.obtain(ctx, key, opts, false, false)
+}
+
+// RLock obtains a shared (read) hold on key, waiting as long as it takes, as Lock does: any
+// number of owners hold a key shared at once, while an exclusive hold (Lock) excludes them all.
+// Once a Lock waits for the key, new readers wait behind it, so writers are not starved; a
+// writer that gives up stops blocking them at once, one whose process died within its TTL.
+//
+// Re-entry works through the lease's context as with Lock: RLock with the context of an RLock
+// lease adds a shared hold, and RLock with the context of a Lock lease adds a shared hold to the
+// writer (a downgrade: after the writer's Unlock the owner still reads, and other readers may
+// join). Lock with the context of an RLock lease fails at once with an error wrapping ErrUpgrade
+// and changes nothing. Leases of both kinds are renewed by the watchdog and end with the same
+// causes. It needs a backend that implements KindLocker (every backend of this module but
+// backend/quorum); on another, it returns an error wrapping errors.ErrUnsupported.
+func (c *Client) RLock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
+	return c.obtain(ctx, key, opts, true, true)
+}
+
+// TryRLock makes one attempt to obtain (or re-enter) a shared hold on key, as RLock does, but
+// does not wait: while a writer holds or waits for the key it returns a *NotObtainedError.
+func (c *Client) TryRLock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
+	return c.obtain(ctx, key, opts, false, true)
 }
 
 // Inspect reports whether key is locked, who holds it (State.Owner, shortened for people), the
@@ -190,9 +212,12 @@ func (c *Client) check(ctx context.Context, key string, cfg config) (string, err
 type request struct {
 	key, full, owner string
 	cfg              config
-	fresh            bool  // owner is a new random token (not re-entry, not WithOwner)
-	reentry          bool  // only re-enter the owner's hold (carried by ctx, or WithHeldOwner)
-	turn             *turn // the local turn this call holds, handed to its Lease
+	fresh            bool          // owner is a new random token (not re-entry, not WithOwner)
+	reentry          bool          // only re-enter the owner's hold (carried by ctx, or WithHeldOwner)
+	shared           bool          // a shared hold (RLock)
+	wait             time.Duration // AcquireRequest.Wait: the queue entry a refusal leaves
+	queued           bool          // a refusal may have left an entry in the key's queue
+	turn             *turn         // the local turn this call holds, handed to its Lease
 
 	// The current acquire request: its ID, when it was first sent, the hold's seq then (see
 	// opStart), and whether its outcome is unknown (sent, but no answer came back).
@@ -208,9 +233,14 @@ type request struct {
 // them waits or holds the lock through this Client, the others wait for their turn without a
 // round trip, so a releaser that locks again at once cannot overtake them, and only one of them
 // polls or listens on the backend.
-func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait bool) (_ *Lease, err error) {
+func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, shared bool) (_ *Lease, err error) {
 	cfg := c.cfg.with(opts)
 	full, err := c.check(ctx, key, cfg)
+	if err == nil && (shared || cfg.fair) {
+		if _, ok := c.backend.(KindLocker); !ok {
+			err = fmt.Errorf("the backend (%T) has no shared holds or wait queues (it is no locker.KindLocker): %w", c.backend, errors.ErrUnsupported)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("locker: lock %s: %w", display.Key(key), err)
 	}
@@ -223,7 +253,7 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait boo
 			err = fmt.Errorf("locker: lock %s: %w", display.Key(key), ErrClosed)
 		}
 	}()
-	r := &request{key: key, full: full, owner: cfg.owner, reentry: cfg.heldOwner, cfg: cfg}
+	r := &request{key: key, full: full, owner: cfg.owner, reentry: cfg.heldOwner, cfg: cfg, shared: shared}
 	if r.owner == "" {
 		if carrier := carrierOf(ctx, full); carrier != nil {
 			if errors.Is(context.Cause(carrier.ctx), ErrLockLost) {
@@ -236,10 +266,15 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait boo
 		r.owner = newOwnerToken(cfg.label)
 	}
 	_, mayRetry := cfg.retry.Backoff(0)
-	queue := wait && r.fresh && mayRetry // a Lock that never retries behaves as TryLock
+	if wait && mayRetry && (cfg.fair || !shared) {
+		r.wait = cfg.ttl // a refusal queues it on the backend, for as long as a lease
+	}
+	// A Lock that never retries behaves as TryLock; readers and fair calls queue on the backend.
+	queue := wait && r.fresh && mayRetry && !shared && !cfg.fair
 	defer func() {
 		if err != nil {
 			c.abandon(r)
+			c.dequeue(r)
 		}
 	}()
 
@@ -299,11 +334,13 @@ func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedE
 	}
 	res, err := c.backend.Acquire(ctx, AcquireRequest{
 		Key: r.full, Owner: r.owner, TTL: r.cfg.ttl, ID: r.id, Fence: r.cfg.fence, Fresh: r.fresh,
-		Reentry: r.reentry,
+		Reentry: r.reentry, Shared: r.shared, Fair: r.cfg.fair, Wait: r.wait,
 	})
+	r.queued = r.queued || r.wait > 0
 	if err != nil {
 		// These errors say that nothing was done; any other leaves the outcome unknown.
-		r.pending = !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrNotALock)
+		r.pending = !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrNotALock) &&
+			!errors.Is(err, ErrUpgrade)
 		switch {
 		case r.reentry && errors.Is(err, ErrNotHeld):
 			return nil, nil, c.loseReentry(r)
@@ -313,6 +350,9 @@ func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedE
 		return nil, nil, fmt.Errorf("locker: lock %s: %w", display.Key(r.key), err)
 	}
 	r.pending = false
+	if res.Acquired() && !r.reentry {
+		r.queued = false // a new hold takes its owner out of the queue
+	}
 	if !res.Acquired() {
 		if r.reentry {
 			return nil, nil, c.loseReentry(r) // another owner holds the key: ours is gone
@@ -331,7 +371,7 @@ func (c *Client) abandon(r *request) {
 		return
 	}
 	r.pending = false
-	req := ReleaseRequest{Key: r.full, Owner: r.owner, ID: r.id, Undo: true, Fresh: r.fresh}
+	req := ReleaseRequest{Key: r.full, Owner: r.owner, ID: r.id, Undo: true, Fresh: r.fresh, Shared: r.shared}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -343,6 +383,29 @@ func (c *Client) abandon(r *request) {
 	go func() {
 		defer c.undos.Done()
 		c.undo(req)
+	}()
+}
+
+// dequeue takes r's owner out of the key's wait queue, in the background, when a refusal may
+// have put it there: the call gives up, and those behind it should not wait for its entry to
+// expire.
+func (c *Client) dequeue(r *request) {
+	if !r.queued {
+		return
+	}
+	r.queued = false
+	q, _ := c.backend.(KindLocker)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || q == nil {
+		return // the entry expires within its Wait
+	}
+	c.undos.Add(1) // Close waits for it
+	go func() {
+		defer c.undos.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
+		defer cancel()
+		_ = q.Dequeue(ctx, r.full, r.owner)
 	}()
 }
 
@@ -418,6 +481,9 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 		if refused.TTL > 0 && refused.TTL < backoff {
 			backoff = refused.TTL
 		}
+		if r.wait > 0 {
+			backoff = min(backoff, r.wait/3) // refresh the queue entry well before it ends
+		}
 		if _, err := w.wait(ctx, backoff, notices); err != nil {
 			if unavailable != nil {
 				return nil, fmt.Errorf("%w; the backend was unavailable: %w", &NotObtainedError{Key: r.key, Err: err}, unavailable)
@@ -462,6 +528,7 @@ func (c *Client) register(ctx context.Context, r *request, res Acquisition, seq 
 	l := &Lease{
 		client: c, key: key, fullKey: full, owner: owner, token: res.Token,
 		holds: holds, ttl: cfg.ttl, unlockTimeout: cfg.unlock, renew: cfg.renew, outer: outerLease(ctx), turn: r.turn,
+		shared: r.shared,
 	}
 	l.values = leaseValues{parent: ctx, lease: l}
 	l.ctx, l.cancel = context.WithCancelCause(&l.values)
@@ -507,7 +574,7 @@ func (c *Client) giveBack(ctx context.Context, l *Lease, cause error) error {
 	l.end(cause)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
 	defer cancel()
-	_, _ = c.backend.Release(rctx, ReleaseRequest{Key: l.fullKey, Owner: l.owner, ID: c.ids.next()})
+	_, _ = c.backend.Release(rctx, ReleaseRequest{Key: l.fullKey, Owner: l.owner, ID: c.ids.next(), Shared: l.shared})
 	if cause == ErrLockLost {
 		return lostReentry(l.key)
 	}

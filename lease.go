@@ -23,6 +23,7 @@ type Lease struct {
 	ttl           time.Duration
 	unlockTimeout time.Duration // bounds Unlock (WithUnlockTimeout)
 	renew         bool
+	shared        bool   // a shared hold (RLock)
 	outer         *Lease // the lease whose context this one's was derived from, if any
 	seq           uint64 // Client.seq when it was registered: orders it against the hold's operations
 	turn          *turn  // the local turn this lease holds, passed on by Unlock or loss; nil if none
@@ -50,6 +51,12 @@ func (l *Lease) Holds() int {
 		return 0
 	}
 	return l.holds
+}
+
+// Shared reports whether the lease is a shared hold (RLock, TryRLock) rather than an exclusive
+// one (Lock, TryLock).
+func (l *Lease) Shared() bool {
+	return l != nil && l.shared
 }
 
 // Token returns the lock's fencing token when the lease was obtained with WithFencing, and 0
@@ -103,7 +110,11 @@ func (l *Lease) String() string {
 	if l == nil {
 		return "locker.Lease(nil)"
 	}
-	return fmt.Sprintf("locker.Lease(key %s, owner %s, holds %d)", display.Key(l.key), display.Owner(l.owner), l.holds)
+	kind := ""
+	if l.shared {
+		kind = "shared, "
+	}
+	return fmt.Sprintf("locker.Lease(key %s, %sowner %s, holds %d)", display.Key(l.key), kind, display.Owner(l.owner), l.holds)
 }
 
 // leaseValues is the parent of a lease's context: the values of the ctx given to Lock, and the
@@ -155,7 +166,7 @@ func (l *Lease) Unlock() error {
 	l.end(nil)
 	// The release keeps the values of the lease's context (tracing) but not its end.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), l.unlockTimeout)
-	err := l.client.release(ctx, l.fullKey, l.owner)
+	err := l.client.release(ctx, l.fullKey, l.owner, l.shared)
 	timedOut := ctx.Err() != nil
 	cancel()
 	l.passTurn() // after the release: the next local waiter tries at once
@@ -190,10 +201,11 @@ func (l *Lease) passTurn() {
 // releaseAttempts is how many times Unlock sends a release while the backend is unavailable.
 const releaseAttempts = 3
 
-// release removes one hold of owner on full, sending the request again with the same ID while
-// the backend is unavailable.
-func (c *Client) release(ctx context.Context, full, owner string) error {
-	return c.releaseWhileUnavailable(ctx, ReleaseRequest{Key: full, Owner: owner, ID: c.ids.next()}, releaseAttempts, nil)
+// release removes one hold of owner on full (a shared one when shared), sending the request
+// again with the same ID while the backend is unavailable.
+func (c *Client) release(ctx context.Context, full, owner string, shared bool) error {
+	req := ReleaseRequest{Key: full, Owner: owner, ID: c.ids.next(), Shared: shared}
+	return c.releaseWhileUnavailable(ctx, req, releaseAttempts, nil)
 }
 
 // releaseWhileUnavailable sends req until the backend answers with anything but an error wrapping

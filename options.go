@@ -43,6 +43,7 @@ type config struct {
 	label     string // put in front of fresh owner tokens (WithOwnerLabel)
 	prefix    string
 	fence     bool
+	fair      bool          // Lock and RLock wait in the key's queue (WithFair)
 	unlock    time.Duration // bound of an Unlock (WithUnlockTimeout)
 	err       error         // the first invalid option, reported by every call that uses this config
 }
@@ -198,4 +199,17 @@ func WithUnlockTimeout(d time.Duration) Option {
 		}
 		c.unlock = d
 	}
+}
+
+// WithFair makes Lock and RLock fair: calls on a key that all use it obtain the lock in the order
+// in which they first asked, across Clients and processes, through the key's wait queue on the
+// backend (readers queued next to each other obtain it together). TryLock and TryRLock with it
+// never jump the queue: while anyone waits, they are refused. A waiter whose ctx ends leaves the
+// queue at once; one whose process dies blocks those behind it for at most its TTL, as a holder
+// that dies does. Calls without it on the same key do not queue and may obtain the lock before
+// the queued ones (except readers behind a waiting writer: see RLock). It needs a backend that
+// implements KindLocker (every backend of this module but backend/quorum); on another, Lock
+// returns an error wrapping errors.ErrUnsupported. Default: off.
+func WithFair() Option {
+	return func(c *config) { c.fair = true }
 }
