@@ -236,10 +236,9 @@ type request struct {
 func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, shared bool) (_ *Lease, err error) {
 	cfg := c.cfg.with(opts)
 	full, err := c.check(ctx, key, cfg)
-	if err == nil && (shared || cfg.fair) {
-		if _, ok := c.backend.(KindLocker); !ok {
-			err = fmt.Errorf("the backend (%T) has no shared holds or wait queues (it is no locker.KindLocker): %w", c.backend, errors.ErrUnsupported)
-		}
+	_, kinds := c.backend.(KindLocker)
+	if err == nil && (shared || cfg.fair) && !kinds {
+		err = fmt.Errorf("the backend (%T) has no shared holds or wait queues (it is no locker.KindLocker): %w", c.backend, errors.ErrUnsupported)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("locker: lock %s: %w", display.Key(key), err)
@@ -266,7 +265,7 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 		r.owner = newOwnerToken(cfg.label)
 	}
 	_, mayRetry := cfg.retry.Backoff(0)
-	if wait && mayRetry && (cfg.fair || !shared) {
+	if wait && mayRetry && kinds && !r.reentry && (cfg.fair || !shared) {
 		r.wait = cfg.ttl // a refusal queues it on the backend, for as long as a lease
 	}
 	// A Lock that never retries behaves as TryLock; readers and fair calls queue on the backend.

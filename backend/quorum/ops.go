@@ -20,6 +20,10 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	if b.err != nil {
 		return locker.Acquisition{}, b.err
 	}
+	if req.Shared || req.Fair {
+		return locker.Acquisition{}, fmt.Errorf("quorum: acquire %s: shared holds and fair queues: %w", display.Key(req.Key), errors.ErrUnsupported)
+	}
+	req.Wait = 0 // no queue: nodes' queues would each order waiters differently
 	start := time.Now()
 	res := all(ctx, b, min(b.timeout, req.TTL), func(ctx context.Context, i int, n locker.Locker) (locker.Acquisition, error) {
 		nreq := req
@@ -167,6 +171,9 @@ func (b *Backend) takeBack(ctx context.Context, req locker.AcquireRequest, res [
 func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
 	if b.err != nil {
 		return 0, b.err
+	}
+	if req.Shared {
+		return 0, fmt.Errorf("quorum: release %s: shared holds: %w", display.Key(req.Key), errors.ErrUnsupported)
 	}
 	res := all(ctx, b, b.timeout, func(ctx context.Context, i int, n locker.Locker) (int, error) {
 		nreq := req

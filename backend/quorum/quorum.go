@@ -41,6 +41,11 @@
 //     another node (one server under two names), fails the acquire with ErrNodeSet after the
 //     take-back. A mismatch is seen only where the two quorums' locks meet on a node.
 //
+//   - No shared holds or fair queues: a Backend is no locker.KindLocker (each node's queue would
+//     order the waiters its own way), so Client.RLock and WithFair return an error wrapping
+//     errors.ErrUnsupported; so do Acquire with Shared or Fair and Release with Shared. Wait
+//     is ignored.
+//
 // Request IDs are passed on with the node's tag appended (each node remembers them), so retries
 // are as safe as on one node. The nodes' clocks need not agree; the drift allowance (1% of the
 // TTL + 2ms, as the Client's) covers their rate differences. Use 3 or 5 independent nodes; 1 or
