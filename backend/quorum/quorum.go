@@ -40,7 +40,6 @@
 //     or unmarked (a client of that server alone), or this owner's own hold taken through
 //     another node (one server under two names), fails the acquire with ErrNodeSet after the
 //     take-back. A mismatch is seen only where the two quorums' locks meet on a node.
-//
 //   - No shared holds or fair queues: a Backend is no locker.KindLocker (each node's queue would
 //     order the waiters its own way), so Client.RLock and WithFair return an error wrapping
 //     errors.ErrUnsupported; so do Acquire with Shared or Fair and Release with Shared. Wait
