@@ -90,6 +90,10 @@ func BenchmarkParallel(b *testing.B) { run(b, "parallel-procs", "parallel-64") }
 // Client each.
 func BenchmarkContention(b *testing.B) { run(b, "contention-shared", "contention-separate") }
 
+// 3a. Read-write and fair: 8 readers sharing one key (against 3's 8 writers), 8 readers and one
+// writer, and 8 fair Lock calls, a Client each, every hold 100µs.
+func BenchmarkKinds(b *testing.B) { run(b, "readers", "readers-writer", "contention-fair") }
+
 // 3b. Many hot keys: 1,000 keys, 4 goroutines on each, one per Client of 4, each holding its key
 // 100µs; one op is one acquisition. Reports the connections per Client the server sees.
 func BenchmarkManyHotKeys(b *testing.B) { run(b, "many-hot-keys") }

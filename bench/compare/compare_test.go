@@ -101,6 +101,9 @@ func BenchmarkUncontended(b *testing.B) { run(b, "uncontended") }
 // 8 goroutines take turns on one key, holding it 100µs: one shared client, and a client each.
 func BenchmarkContention(b *testing.B) { run(b, "contention-shared", "contention-separate") }
 
+// Fair hand-offs (a client each) and readers: only ours has them; the peers are skipped.
+func BenchmarkKinds(b *testing.B) { run(b, "contention-fair", "readers", "readers-writer") }
+
 // Re-entry to depth 3: only ours re-enters; the peers are skipped.
 func BenchmarkReentry(b *testing.B) { run(b, "reentry-3") }
 

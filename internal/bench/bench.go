@@ -184,6 +184,9 @@ type Result struct {
 	WaitP99        time.Duration `json:"wait_p99_ns,omitempty"`
 	WaitMax        time.Duration `json:"wait_max_ns,omitempty"`
 	Fairness       float64       `json:"fairness,omitempty"`
+	// Readers and a writer: the writer's acquisitions and their wait's p99.
+	Writes       int           `json:"writes,omitempty"`
+	WriteWaitP99 time.Duration `json:"write_wait_p99_ns,omitempty"`
 
 	// Many hot keys: the keys and the Clients (Goroutines is their product), and the server
 	// connections per Client — the peak of the server's count during the run less its count
@@ -229,6 +232,9 @@ func (r Result) Metrics() []Metric {
 			Metric{micros(r.WaitP99), "wait-p99-µs"},
 			Metric{micros(r.WaitMax), "wait-max-µs"},
 			Metric{r.Fairness, "fairness"})
+	}
+	if r.Writes > 0 {
+		ms = append(ms, Metric{float64(r.Writes), "writes"}, Metric{micros(r.WriteWaitP99), "write-wait-p99-µs"})
 	}
 	if r.ConnsPerClient != 0 {
 		ms = append(ms, Metric{r.ConnsPerClient, "conns/client"}, Metric{r.PubSubConnsPerClient, "pubsub-conns/client"})
@@ -292,6 +298,12 @@ func Scenarios() []Scenario {
 			func(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, error) {
 				return Contention(ctx, r, lib, cfg, false)
 			}},
+		{"contention-fair", "N goroutines take turns on one key with a short hold, a client each, every Lock fair (WithFair)",
+			FairContention},
+		{"readers", "N readers share one key with a short hold, a client each: to set against contention-separate's N writers",
+			Readers},
+		{"readers-writer", "N readers and one writer on one key with a short hold, a client each: is the writer starved?",
+			ReadersWriter},
 		{"many-hot-keys", "1,000 keys (by default), 4 goroutines on each with a short hold, one per Client of 4: waits, and server connections per Client",
 			func(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, error) {
 				return ManyHotKeys(ctx, r, lib, cfg)

@@ -41,7 +41,7 @@ func Ours(name, driver string, open func() (locker.Locker, func(), error), floor
 				return nil, nil, err
 			}
 			cnt := Count(be)
-			c := locker.New(cnt, opts...)
+			c := locker.New(cnt.Backend(), opts...)
 			return &ourMutex{c: c, cnt: cnt}, func() {
 				c.Close()
 				closeBackend()

@@ -20,8 +20,13 @@ const warmOps = 3
 
 // lockUnlock locks and unlocks key n times.
 func lockUnlock(ctx context.Context, m Mutex, key string, n int) error {
+	return lockUnlockWith(ctx, m.Lock, key, n)
+}
+
+// lockUnlockWith locks key with lock and unlocks it, n times.
+func lockUnlockWith(ctx context.Context, lock func(ctx context.Context, key string) (Held, error), key string, n int) error {
 	for range n {
-		h, err := m.Lock(ctx, key)
+		h, err := lock(ctx, key)
 		if err != nil {
 			return fmt.Errorf("lock %q: %w", key, err)
 		}
@@ -275,6 +280,24 @@ func Parallel(ctx context.Context, r Runner, lib Lib, goroutines int) (Result, e
 // call to the acquisition (p50, p99, max). With shared, the goroutines share one client; else
 // each has its own, as separate processes would. One operation is one acquisition.
 func Contention(ctx context.Context, r Runner, lib Lib, cfg Config, shared bool) (Result, error) {
+	name := "contention-separate"
+	if shared {
+		name = "contention-shared"
+	}
+	return contention(ctx, r, lib, cfg, shared, name, plainLock)
+}
+
+// A lockFunc is how a scenario locks through a Mutex: Lock, RLock, a fair Lock…
+type lockFunc func(m Mutex) (func(ctx context.Context, key string) (Held, error), error)
+
+// plainLock is Mutex.Lock.
+func plainLock(m Mutex) (func(ctx context.Context, key string) (Held, error), error) {
+	return m.Lock, nil
+}
+
+// contention is Contention with a name and a way to lock (each goroutine's m is passed to
+// lockOf once, before the timer starts).
+func contention(ctx context.Context, r Runner, lib Lib, cfg Config, shared bool, name string, lockOf lockFunc) (Result, error) {
 	cfg = cfg.withDefaults()
 	ms := make([]Mutex, cfg.Goroutines)
 	for g := range ms {
@@ -290,11 +313,17 @@ func Contention(ctx context.Context, r Runner, lib Lib, cfg Config, shared bool)
 		ms[g] = m
 	}
 	key := newKey("contention")
+	locks := make([]func(ctx context.Context, key string) (Held, error), len(ms))
 	for g, m := range ms {
-		if shared && g > 0 {
-			break
+		lock, err := lockOf(m)
+		if err != nil {
+			return Result{}, err
 		}
-		if err := lockUnlock(ctx, m, key, warmOps); err != nil {
+		locks[g] = lock
+		if shared && g > 0 {
+			continue
+		}
+		if err := lockUnlockWith(ctx, lock, key, warmOps); err != nil {
 			return Result{}, err
 		}
 	}
@@ -309,14 +338,14 @@ func Contention(ctx context.Context, r Runner, lib Lib, cfg Config, shared bool)
 	start := time.Now()
 	counts := make([]int, len(ms)) // acquisitions per goroutine
 	var wg sync.WaitGroup
-	for g, m := range ms {
+	for g := range ms {
 		wg.Go(func() {
 			for {
 				i := next.Add(1) - 1
 				if i >= int64(n) || ctx.Err() != nil {
 					return
 				}
-				wait, err := takeTurn(ctx, m, key, cfg.Hold)
+				wait, err := takeTurn(ctx, locks[g], key, cfg.Hold)
 				if err != nil {
 					cancel(err)
 					return
@@ -331,10 +360,6 @@ func Contention(ctx context.Context, r Runner, lib Lib, cfg Config, shared bool)
 	r.StopTimer()
 	if err := context.Cause(ctx); err != nil {
 		return Result{}, err
-	}
-	name := "contention-separate"
-	if shared {
-		name = "contention-shared"
 	}
 	res := newResult(lib, name, n, elapsed)
 	res.Goroutines = cfg.Goroutines
@@ -448,7 +473,7 @@ func ManyHotKeys(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, er
 					if i >= int64(n) || ctx.Err() != nil {
 						return
 					}
-					wait, err := takeTurn(ctx, m, key, cfg.Hold)
+					wait, err := takeTurn(ctx, m.Lock, key, cfg.Hold)
 					if err != nil {
 						cancel(err)
 						return
@@ -709,9 +734,9 @@ func Percentile(sorted []time.Duration, p float64) time.Duration {
 
 // takeTurn locks key with m, holds it for hold (busy, as the critical section's work would) and
 // unlocks it. It returns how long Lock waited, from the call to the acquisition.
-func takeTurn(ctx context.Context, m Mutex, key string, hold time.Duration) (time.Duration, error) {
+func takeTurn(ctx context.Context, lock func(ctx context.Context, key string) (Held, error), key string, hold time.Duration) (time.Duration, error) {
 	called := time.Now()
-	h, err := m.Lock(ctx, key)
+	h, err := lock(ctx, key)
 	if err != nil {
 		return 0, fmt.Errorf("lock: %w", err)
 	}

@@ -20,11 +20,12 @@ type Calls struct {
 	Inspect      int64 `json:"inspect"`
 	ForceRelease int64 `json:"force_release"`
 	Subscribe    int64 `json:"subscribe"`
+	Dequeue      int64 `json:"dequeue"`
 }
 
 // RoundTrips returns the number of calls: one round trip each.
 func (c Calls) RoundTrips() int64 {
-	return c.Acquire + c.Release + c.Renew + c.Inspect + c.ForceRelease + c.Subscribe
+	return c.Acquire + c.Release + c.Renew + c.Inspect + c.ForceRelease + c.Subscribe + c.Dequeue
 }
 
 // Sub returns c - d, field by field.
@@ -37,6 +38,7 @@ func (c Calls) Sub(d Calls) Calls {
 		Inspect:      c.Inspect - d.Inspect,
 		ForceRelease: c.ForceRelease - d.ForceRelease,
 		Subscribe:    c.Subscribe - d.Subscribe,
+		Dequeue:      c.Dequeue - d.Dequeue,
 	}
 }
 
@@ -50,6 +52,7 @@ func (c Calls) Add(d Calls) Calls {
 		Inspect:      c.Inspect + d.Inspect,
 		ForceRelease: c.ForceRelease + d.ForceRelease,
 		Subscribe:    c.Subscribe + d.Subscribe,
+		Dequeue:      c.Dequeue + d.Dequeue,
 	}
 }
 
@@ -57,7 +60,29 @@ func (c Calls) Add(d Calls) Calls {
 // is safe for concurrent use.
 type Counter struct {
 	locker.Locker
-	acquire, release, renew, renewEntries, inspect, force, subscribe atomic.Int64
+	acquire, release, renew, renewEntries, inspect, force, subscribe, dequeue atomic.Int64
+}
+
+// Backend returns the Counter as a Client should be given it: a locker.KindLocker (with a
+// counted Dequeue) when the Locker it wraps is one, so that the Client's RLock and WithFair work
+// through it, and the Counter itself otherwise, so that they are refused as the wrapped Locker
+// would have them refused.
+func (c *Counter) Backend() locker.Locker {
+	if k, ok := c.Locker.(locker.KindLocker); ok {
+		return kindCounter{c, k}
+	}
+	return c
+}
+
+// kindCounter is a Counter of a locker.KindLocker.
+type kindCounter struct {
+	*Counter
+	kinds locker.KindLocker
+}
+
+func (k kindCounter) Dequeue(ctx context.Context, key, owner string) error {
+	k.dequeue.Add(1)
+	return k.kinds.Dequeue(ctx, key, owner)
 }
 
 // Count returns a Counter around l.
@@ -73,6 +98,7 @@ func (c *Counter) Calls() Calls {
 		Inspect:      c.inspect.Load(),
 		ForceRelease: c.force.Load(),
 		Subscribe:    c.subscribe.Load(),
+		Dequeue:      c.dequeue.Load(),
 	}
 }
 
