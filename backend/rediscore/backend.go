@@ -13,7 +13,10 @@ import (
 	"github.com/hashlock/locker/internal/display"
 )
 
-var _ locker.Locker = (*Backend)(nil)
+var (
+	_ locker.KindLocker  = (*Backend)(nil)
+	_ locker.FenceRaiser = (*Backend)(nil)
+)
 
 const (
 	// maxBatch is the most keys one renewal script call carries.
@@ -58,22 +61,44 @@ func New(d Driver, name string, opts ...Option) *Backend {
 	return b
 }
 
-// Acquire implements locker.Locker with acquire.lua: with req.ID, the marker at MarkerKey
-// remembers the outcome (unless req.Fresh); with req.Fence, the counter at FenceKey gives the
-// token. With WithReplicaAck, a granted acquire that too few replicas acknowledged is taken back.
+// Acquire implements locker.Locker and locker.KindLocker with acquire.lua: with req.ID, the
+// marker at MarkerKey remembers the outcome (unless req.Fresh); with req.Fence, the counter at
+// FenceKey gives the token; a request that is shared, fair or waits (req.Wait > 0) reads and
+// writes the wait queue at QueueKey, and a plain exclusive one never touches it. An exclusive
+// request of an owner that holds the key only shared returns an error wrapping
+// locker.ErrUpgrade; a negative req.Wait one wrapping locker.ErrInvalid. With WithReplicaAck, a
+// granted acquire that too few replicas acknowledged is taken back.
 func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
 	if b.opts.err != nil {
 		return locker.Acquisition{}, b.opts.err
 	}
-	keys := make([]string, 1, 3)
+	if req.Wait < 0 {
+		return locker.Acquisition{}, fmt.Errorf("%s: acquire %s: wait %v: %w", b.prefix, display.Key(req.Key), req.Wait, locker.ErrInvalid)
+	}
+	queued := req.Shared || req.Fair || req.Wait > 0
+	keys := make([]string, 1, 4)
 	keys[0] = req.Key
 	if req.ID != "" {
 		keys = append(keys, MarkerKey(req.Key, req.ID))
 	}
+	if queued {
+		keys = append(keys, QueueKey(req.Key))
+	}
 	if req.Fence {
 		keys = append(keys, FenceKey(req.Key))
 	}
-	r, acks, err := b.change(ctx, AcquireScript, keys, []string{req.Owner, millis(req.TTL), acquireFlags.of(req.ID != "", req.Fence, req.Fresh, req.Reentry)})
+	flags := acquireFlags.of(req.ID != "", req.Fence, req.Fresh, req.Reentry, req.Shared, req.Fair, queued)
+	var args []string
+	if queued {
+		wait := "0"
+		if req.Wait > 0 {
+			wait = formatMillis(req.Wait, &lastWait)
+		}
+		args = []string{req.Owner, millis(req.TTL), flags, wait, Channel(req.Key)}
+	} else {
+		args = []string{req.Owner, millis(req.TTL), flags}
+	}
+	r, acks, err := b.change(ctx, AcquireScript, keys, args)
 	if err != nil {
 		return locker.Acquisition{}, b.fail(ctx, "acquire", req.Key, err)
 	}
@@ -119,16 +144,16 @@ func releaseCall(req locker.ReleaseRequest) (keys, args []string) {
 		keys = append(keys, MarkerKey(req.Key, req.ID))
 	}
 	undo := req.Undo && req.ID != ""
-	return keys, []string{req.Owner, Channel(req.Key), releaseFlags.of(req.ID != "", undo, undo && req.Fresh)}
+	return keys, []string{req.Owner, Channel(req.Key), releaseFlags.of(req.ID != "", undo, undo && req.Fresh, req.Shared)}
 }
 
 // A flagSet is the scripts' flags argument for every combination of its letters, made once, so
 // that no call builds a string.
-type flagSet [16]string
+type flagSet []string
 
-// newFlagSet returns the flag set of up to four letters.
-func newFlagSet(letters string) *flagSet {
-	var s flagSet
+// newFlagSet returns the flag set of letters (a few: it has 2^len(letters) entries).
+func newFlagSet(letters string) flagSet {
+	s := make(flagSet, 1<<len(letters))
 	for i := range s {
 		for j := range len(letters) {
 			if i&(1<<j) != 0 {
@@ -136,11 +161,11 @@ func newFlagSet(letters string) *flagSet {
 			}
 		}
 	}
-	return &s
+	return s
 }
 
 // of returns the letters whose condition holds, in the order of the set's letters.
-func (s *flagSet) of(conds ...bool) string {
+func (s flagSet) of(conds ...bool) string {
 	i := 0
 	for j, c := range conds {
 		if c {
@@ -151,10 +176,12 @@ func (s *flagSet) of(conds ...bool) string {
 }
 
 var (
-	// acquireFlags: 'm' marker (request ID), 'f' fence, 'n' fresh owner, 'r' re-entry only.
-	acquireFlags = newFlagSet("mfnr")
-	// releaseFlags: 'm' marker (request ID), 'u' take-back, 'n' of a fresh owner's acquire.
-	releaseFlags = newFlagSet("mun")
+	// acquireFlags: 'm' marker (request ID), 'f' fence, 'n' fresh owner, 'r' re-entry only,
+	// 's' shared, 'o' fair (ordered), 'q' the wait queue is passed.
+	acquireFlags = newFlagSet("mfnrsoq")
+	// releaseFlags: 'm' marker (request ID), 'u' take-back, 'n' of a fresh owner's acquire,
+	// 's' a shared hold.
+	releaseFlags = newFlagSet("muns")
 )
 
 // Renew implements locker.Locker with renew.lua: one call per group of keys that share a
@@ -234,22 +261,49 @@ func (b *Backend) group(batch []locker.Renewal) [][]int {
 	return groups
 }
 
-// Inspect implements locker.Locker with inspect.lua.
+// Inspect implements locker.Locker and locker.KindLocker with inspect.lua, on the key and its
+// wait queue (QueueKey): for a key in shared mode, Owner is the reader whose token sorts first
+// on the server (byte order unless its locale collates otherwise).
 func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error) {
 	if b.opts.err != nil {
 		return locker.State{}, b.opts.err
 	}
-	r, err := b.d.Eval(ctx, InspectScript, []string{key}, nil)
+	r, err := b.d.Eval(ctx, InspectScript, []string{key, QueueKey(key)}, nil)
 	if err != nil {
 		return locker.State{}, b.fail(ctx, "inspect", key, err)
 	}
-	if len(r.Array) != 2 {
+	if len(r.Array) != 5 {
 		return locker.State{}, fmt.Errorf("%s: inspect %s: unexpected reply %v", b.prefix, display.Key(key), r.Array)
 	}
+	st := locker.State{Queued: int(r.Array[4])}
 	if r.Array[0] <= 0 {
-		return locker.State{}, nil
+		return st, nil
 	}
-	return locker.State{Locked: true, Owner: r.Text, Holds: int(r.Array[0]), TTL: time.Duration(r.Array[1]) * time.Millisecond}, nil
+	st.Locked, st.Owner, st.Holds, st.TTL = true, r.Text, int(r.Array[0]), time.Duration(r.Array[1])*time.Millisecond
+	if r.Array[2] == 1 {
+		st.Shared, st.Readers = true, int(r.Array[3])
+	}
+	return st, nil
+}
+
+// Dequeue implements locker.KindLocker with dequeue.lua: it takes owner's entry out of key's
+// wait queue (QueueKey), if there is one, and sends a release notice when live entries were
+// behind it. A queue key that holds anything else is left as it is (an error wrapping
+// locker.ErrNotALock). With WithReplicaAck, a dequeue that too few replicas acknowledged
+// returns an error wrapping locker.ErrUnavailable and ErrNotReplicated, although the master
+// dequeued (a failover may bring the entry back until its wait ends).
+func (b *Backend) Dequeue(ctx context.Context, key, owner string) error {
+	if b.opts.err != nil {
+		return b.opts.err
+	}
+	_, acks, err := b.change(ctx, DequeueScript, []string{QueueKey(key)}, []string{owner, Channel(key), key})
+	if err != nil {
+		return b.fail(ctx, "dequeue", key, err)
+	}
+	if acks >= 0 && acks < b.opts.acks {
+		return b.unreplicated("dequeue", key, acks, "; dequeued on the master")
+	}
+	return nil
 }
 
 // ForceRelease implements locker.Locker with force.lua.
@@ -278,8 +332,8 @@ func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, f
 	return ch, cancel, nil
 }
 
-// fail wraps a driver error with the operation and key: a script's NOTALOCK or NOTHELD answer
-// with locker.ErrNotALock or locker.ErrNotHeld; otherwise with ctx's error when ctx ended
+// fail wraps a driver error with the operation and key: a script's NOTALOCK, NOTHELD or UPGRADE
+// answer with locker.ErrNotALock, locker.ErrNotHeld or locker.ErrUpgrade; otherwise with ctx's error when ctx ended
 // (drivers do not all say so: Redigo reports the I/O timeout it derived from the deadline, which
 // may fire a moment before the ctx's own timer), or else with locker.ErrUnavailable when the
 // error is one that passes (see Unavailable).
@@ -301,8 +355,8 @@ func (b *Backend) fail(ctx context.Context, op, key string, err error) error {
 	return fmt.Errorf("%s: %s %s: %w", b.prefix, op, key, err)
 }
 
-// scriptRefusal returns the reason a script gives in an error answer (NOTALOCK, NOTHELD: see
-// the scripts) and the answer's sentinel; a nil sentinel for any other error.
+// scriptRefusal returns the reason a script gives in an error answer (NOTALOCK, NOTHELD,
+// UPGRADE: see the scripts) and the answer's sentinel; a nil sentinel for any other error.
 func scriptRefusal(err error) (why string, sentinel error) {
 	if err == nil {
 		return "", nil
@@ -317,20 +371,24 @@ func scriptRefusal(err error) (why string, sentinel error) {
 }
 
 // scriptErrors are the error codes the scripts answer with, and their sentinels.
-var scriptErrors = map[string]error{"NOTALOCK": locker.ErrNotALock, "NOTHELD": locker.ErrNotHeld}
+var scriptErrors = map[string]error{"NOTALOCK": locker.ErrNotALock, "NOTHELD": locker.ErrNotHeld, "UPGRADE": locker.ErrUpgrade}
 
 // millis formats d in whole milliseconds, rounded up, at least 1. Most programs use one or two
 // TTLs, so the latest result is kept: the hot path formats nothing.
-func millis(d time.Duration) string {
-	if last := lastMillis.Load(); last != nil && last.d == d {
-		return last.s
+func millis(d time.Duration) string { return formatMillis(d, &lastMillis) }
+
+// formatMillis is millis with the latest result kept in last (one for TTLs, one for waits, so
+// that neither pushes the other out).
+func formatMillis(d time.Duration, last *atomic.Pointer[formatted]) string {
+	if l := last.Load(); l != nil && l.d == d {
+		return l.s
 	}
 	ms := d / time.Millisecond
 	if d%time.Millisecond != 0 {
 		ms++
 	}
 	s := strconv.FormatInt(int64(max(ms, 1)), 10)
-	lastMillis.Store(&formatted{d, s})
+	last.Store(&formatted{d, s})
 	return s
 }
 
@@ -340,4 +398,4 @@ type formatted struct {
 	s string
 }
 
-var lastMillis atomic.Pointer[formatted]
+var lastMillis, lastWait atomic.Pointer[formatted]

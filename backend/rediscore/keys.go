@@ -9,7 +9,7 @@ import (
 )
 
 // A lock key K has companions: its fencing counter (FenceKey), the markers of its requests
-// (MarkerKey) and its release-notice channel (Channel). Each is named
+// (MarkerKey), its wait queue (QueueKey) and its release-notice channel (Channel). Each is named
 //
 //	P + ":locker:" + suffix + Z
 //
@@ -23,7 +23,7 @@ import (
 //     suffix nor Z ever contains ":locker:", so the name's last ":locker:" ends P.
 //
 // P is K itself up to maxWholeKey bytes, else K's first keptKey bytes, "~" and the hex of the
-// first 16 bytes of its SHA-256 (97 bytes, so never a short key). The suffix is "fence",
+// first 16 bytes of its SHA-256 (97 bytes, so never a short key). The suffix is "fence", "queue",
 // "released" or "req:" + the request ID, the ID written as "~" and the hex of a digest unless
 // it is up to maxWholeID bytes of [A-Za-z0-9._-] (the Client's IDs are), so that a suffix never
 // holds braces or a colon. Z puts the name in K's slot:
@@ -45,6 +45,11 @@ const (
 
 // FenceKey returns the name of the fencing counter of the lock key.
 func FenceKey(key string) string { return companion(key, "fence", "") }
+
+// QueueKey returns the name of the wait queue of the lock key: a hash of waiting owners, for
+// shared holds and fair locks (its layout is in lua/lib.lua). It exists only while a request
+// waits, and vanishes by itself when the last one's wait ends.
+func QueueKey(key string) string { return companion(key, "queue", "") }
 
 // MarkerKey returns the name of the marker of request id on the lock key.
 func MarkerKey(key, id string) string { return companion(key, "req:", id) }

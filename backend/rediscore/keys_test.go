@@ -67,7 +67,7 @@ var trickyIDs = []string{
 
 // companions returns every companion of key with the tricky IDs, by role.
 func companions(key string) map[string]string {
-	m := map[string]string{"fence": FenceKey(key), "channel": Channel(key)}
+	m := map[string]string{"fence": FenceKey(key), "queue": QueueKey(key), "channel": Channel(key)}
 	for _, id := range trickyIDs {
 		m["marker "+id] = MarkerKey(key, id)
 	}
@@ -127,6 +127,8 @@ func TestCompanionNames(t *testing.T) {
 	}
 	for _, c := range [][2]string{
 		{FenceKey("{user1}:lock"), "{user1}:lock:locker:fence"},
+		{QueueKey("{user1}:lock"), "{user1}:lock:locker:queue"},
+		{QueueKey("job"), "job:locker:queue{" + slotTag(Slot("job")) + "}"},
 		{MarkerKey("job", "r1"), "job:locker:req:r1{" + slotTag(Slot("job")) + "}"},
 		{Channel("}x"), "}x:locker:released{" + slotTag(Slot("}x")) + "}"},
 		{FenceKey("x{}y")[:len("x{}y:locker:fence~")], "x{}y:locker:fence~"},

@@ -18,7 +18,7 @@ import (
 // Test for it with errors.Is.
 var ErrNotReplicated = errors.New("locker: not acknowledged by enough replicas")
 
-// WithReplicaAck makes the Backend wait, after every acquire and every release, until n replicas
+// WithReplicaAck makes the Backend wait, after every acquire, release and dequeue (Dequeue), until n replicas
 // of the master that ran it have acknowledged it (Redis WAIT n, on the same connection, in the
 // same round trip), for at most timeout (whole milliseconds, rounded up; and at most half of
 // what is left of the call's ctx, so that an acquire can still be taken back within it).
@@ -26,7 +26,8 @@ var ErrNotReplicated = errors.New("locker: not acknowledged by enough replicas")
 // When fewer than n acknowledge in time, a granted acquire is taken back at once (its hold is
 // released, with the request ID of the acquire when it has one) and Acquire returns an error
 // wrapping locker.ErrUnavailable and ErrNotReplicated, which Lock retries within its ctx; a
-// release has happened on the master, and Release returns an error wrapping the same two.
+// release (or a dequeue) has happened on the master, and Release (Dequeue) returns an error
+// wrapping the same two.
 // Renewals wait too (one EvalWait per script call of the batch): a renewal that too few
 // acknowledged is reported as unknown, so the Client does not extend the lease on its account.
 // Inspect and ForceRelease do not wait. An acknowledged lock survives the promotion of an
@@ -46,7 +47,8 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 	}
 }
 
-// change runs a script that changes the lock (acquire.lua, release.lua): with WithReplicaAck,
+// change runs a script that changes the lock or its queue (acquire.lua, release.lua,
+// dequeue.lua, renew.lua): with WithReplicaAck,
 // through Driver.EvalWait, reporting how many replicas acknowledged it; otherwise through Eval,
 // reporting -1.
 func (b *Backend) change(ctx context.Context, s *Script, keys, args []string) (Reply, int, error) {
@@ -114,7 +116,7 @@ func (b *Backend) unreplicated(op, key string, acks int, what string) error {
 // one hold. It does not wait for replicas: the take-back is about the master, and an acquire
 // lost in a failover is as good as taken back. It returns the error for Acquire.
 func (b *Backend) takeBack(ctx context.Context, req locker.AcquireRequest, acks int) error {
-	keys, args := releaseCall(locker.ReleaseRequest{Key: req.Key, Owner: req.Owner, ID: req.ID, Undo: req.ID != "", Fresh: req.Fresh})
+	keys, args := releaseCall(locker.ReleaseRequest{Key: req.Key, Owner: req.Owner, ID: req.ID, Undo: req.ID != "", Fresh: req.Fresh, Shared: req.Shared})
 	if _, err := b.d.Eval(ctx, ReleaseScript, keys, args); err != nil {
 		// The hold may still be there: the Client takes the acquire back again (or sends it
 		// again, and then waits for the replicas again).

@@ -103,7 +103,8 @@ func TestReplicaAckInvalid(t *testing.T) {
 		_, errF := b.ForceRelease(ctx, "k")
 		_, _, errS := b.Subscribe(ctx, "k")
 		errN := b.Renew(ctx, []locker.Renewal{{Key: "k", Owner: "o", TTL: time.Second}})[0]
-		for i, err := range []error{errA, errR, errI, errF, errS, errN} {
+		errD := b.Dequeue(ctx, "k", "o")
+		for i, err := range []error{errA, errR, errI, errF, errS, errN, errD} {
 			if !errors.Is(err, locker.ErrInvalid) {
 				t.Errorf("%s: call %d = %v, want ErrInvalid", name, i, err)
 			}
@@ -219,7 +220,7 @@ func TestReplicaAckRenewInspectForce(t *testing.T) {
 			t.Fatalf("%d acks: calls %+v, want one renew with WAIT 1 1s", acks, calls)
 		}
 	}
-	d := &ackDriver{replies: map[string]Reply{"inspect": {Array: []int64{0, 0}}, "force": {Int: 1}}}
+	d := &ackDriver{replies: map[string]Reply{"inspect": {Array: []int64{0, 0, 0, 0, 0}}, "force": {Int: 1}}}
 	b := New(d, "test", WithReplicaAck(1, time.Second))
 	if _, err := b.Inspect(ctx, "k"); err != nil {
 		t.Fatal(err)

@@ -17,16 +17,23 @@
 // The protocol, whichever driver speaks it:
 //
 //   - A lock is a hash at the lock's key: field = owner token, value = hold count, and the
-//     marker field "" = "locker" that tells a lock from anybody else's hash; the key's TTL is
-//     the lease. Scripts take the key in KEYS, with its companions (request markers, the fencing
-//     counter: keys.go), and touch no other key. A key that holds anything else is never
-//     written, renewed or deleted, and nor is a companion that holds anything but a number: the
-//     scripts check every key before they write and answer NOTALOCK (lua/lib.lua).
+//     marker field "" = "locker" (held exclusively) or "locker:shared" (held by readers) that
+//     tells a lock from anybody else's hash; the key's TTL is the lease. An exclusive holder
+//     that also has shared holds (a downgrade) has the value "<exclusive>:<shared>". Scripts
+//     take the key in KEYS, with its companions (request markers, the fencing counter, the wait
+//     queue: keys.go), and touch no other key. A key that holds anything else is never
+//     written, renewed or deleted, and nor is a companion that holds anything but what the
+//     scripts write there: they check every key before they write and answer NOTALOCK
+//     (lua/lib.lua, which has the whole layout).
+//   - The wait queue (QueueKey) is a hash of waiting owners with their ticket, kind and
+//     deadline on the server's clock, for fair locks and for writers that new readers must
+//     wait behind. Only requests that are shared, fair or waiting read it: a plain exclusive
+//     Lock costs what it did before the queue existed.
 //   - Release notices go to the channel Channel(key), which hashes to the lock's cluster slot:
 //     by SPUBLISH where the server has it (Redis >= 7), else by PUBLISH; subscribers use
 //     SSUBSCRIBE or SUBSCRIBE to match.
 //   - Leases are whole milliseconds, rounded up.
-//   - With WithReplicaAck, an acquire or a release is followed by WAIT on the same connection
+//   - With WithReplicaAck, an acquire, a release or a dequeue is followed by WAIT on the same connection
 //     (Driver.EvalWait), and an acquire that too few replicas acknowledged is taken back.
 package rediscore
 
@@ -66,6 +73,8 @@ var (
 	forceLua string
 	//go:embed lua/raise.lua
 	raiseLua string
+	//go:embed lua/dequeue.lua
+	dequeueLua string
 )
 
 // The canonical scripts; their reply formats are in the .lua files.
@@ -76,11 +85,12 @@ var (
 	InspectScript = newScript("inspect", inspectLua)
 	ForceScript   = newScript("force", forceLua)
 	RaiseScript   = newScript("raise", raiseLua)
+	DequeueScript = newScript("dequeue", dequeueLua)
 )
 
 // Scripts lists every canonical script.
 func Scripts() []*Script {
-	return []*Script{AcquireScript, ReleaseScript, RenewScript, InspectScript, ForceScript, RaiseScript}
+	return []*Script{AcquireScript, ReleaseScript, RenewScript, InspectScript, ForceScript, RaiseScript, DequeueScript}
 }
 
 // PrepareScripts wraps the source of every canonical script in a driver's script object, for an

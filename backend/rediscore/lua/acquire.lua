@@ -1,18 +1,33 @@
--- Acquire or re-enter a reentrant hash lock.
+-- Acquire or re-enter a reentrant hash lock, exclusive or shared (lib.lua has the layout).
 -- KEYS[1]      the lock: a hash of owner token -> hold count, with the lease as its TTL
 -- KEYS[2]      with a request ID: this call's marker (its outcome, or 0 once taken back)
+-- KEYS[2|3]    with 'q': the lock's wait queue (after the marker, if any)
 -- KEYS[#KEYS]  with fencing: the lock's fencing counter (the latest token)
 -- ARGV[1]      owner token
 -- ARGV[2]      lease in whole milliseconds
 -- ARGV[3]      flags: 'm' the call has a request ID (KEYS[2]), 'f' report a fencing token,
 --              'n' the owner is fresh: it held nothing on the lock before this request,
---              'r' re-entry only: never create the lock
+--              'r' re-entry only: never create the lock, 's' a shared hold (else exclusive),
+--              'o' fair: respect the wait queue's order, 'q' the queue is passed
+-- ARGV[4]      with 'q': how long a refused request waits in the queue, in ms ('0': it does not)
+-- ARGV[5]      with 'q': the lock's notice channel (in the lock's cluster slot)
 -- A marker lives 20000 ms (locker.RequestWindow).
--- Returns {holds, token}: the owner's hold count after the call (>= 1) when acquired or
--- re-entered, with the fencing token (0 without fencing); or, when another owner holds the lock,
--- {minus the holder's remaining lease in ms (< 0; 0 if unknown), 0}. Errors: NOTHELD for a
--- re-entry ('r') when the owner holds no lock; NOTALOCK when the key is not a lock, or the
--- marker or the fencing counter is not a number (lib.lua): nothing is written then.
+-- Returns {holds, token}: the owner's hold count after the call, exclusive and shared together
+-- (>= 1), when acquired or re-entered, with the fencing token (0 without fencing; a shared hold
+-- reports the latest token and never advances it); or, when refused, {minus the holder's
+-- remaining lease in ms (< 0; 0 if unknown, or when the key is free but the queue refused), 0}.
+-- Errors: NOTHELD for a re-entry ('r') when the owner holds nothing on the lock; UPGRADE for an
+-- exclusive request of an owner that holds the lock in shared mode; NOTALOCK when the key is not
+-- a lock, or the marker or the fencing counter is not a number, or the queue is not a queue
+-- (lib.lua): nothing is written then.
+-- An owner that holds the lock re-enters it whatever the queue: an exclusive holder takes one
+-- more exclusive hold, or a shared one (a downgrade); a reader one more shared hold. A new hold
+-- is granted, exclusive on a free key, shared on a free key or one in shared mode, when the queue
+-- admits it (lib.lua: admits); the owner's entry then leaves the queue, and when that lets readers
+-- at the head of the queue in, a notice wakes them. A refused request with a wait, fair or
+-- exclusive, takes its place at the queue's tail (kind 'x', 's', or 'w' when not fair), or keeps
+-- the one it has and refreshes its deadline. Without 'q' (a plain exclusive request that does
+-- not wait) the queue is not read: such a request passes it anyway.
 -- A request sent again changes nothing: a fresh owner's is recognised by its hold (no marker is
 -- written: the common case costs nothing), another owner's by its marker. Either reports the
 -- first outcome while the hold is there; a request taken back (marker 0) is refused with {0, 0}.
@@ -20,10 +35,21 @@
 -- call's connection, then also covers the first call's writes, made on another (replica acks).
 local lock, owner = KEYS[1], ARGV[1]
 local flags = ARGV[3]
-local marker = flags:find('m', 1, true) and KEYS[2]
-local fence = flags:find('f', 1, true) and KEYS[#KEYS]
+local n = 2
+local marker, queue, fence
+if flags:find('m', 1, true) then
+  marker, n = KEYS[n], n + 1
+end
+if flags:find('q', 1, true) then
+  queue, n = KEYS[n], n + 1
+end
+if flags:find('f', 1, true) then
+  fence = KEYS[n]
+end
 local fresh = flags:find('n', 1, true)
 local reentry = flags:find('r', 1, true)
+local shared = flags:find('s', 1, true)
+local fair = flags:find('o', 1, true)
 -- Every key is checked before anything is written: an error leaves everything as it was.
 local state = lockState(lock)
 if type(state) == 'table' then
@@ -37,6 +63,10 @@ local latest = fence and counter(fence, 'fencing counter')
 if type(latest) == 'table' then
   return latest
 end
+local q = queue and loadQueue(queue)
+if q and q.err then
+  return q
+end
 latest = tonumber(latest) or 0 -- the latest token; 0 without fencing or a counter yet
 if done then
   redis.call('pexpire', marker, 20000)
@@ -45,39 +75,77 @@ if done then
   end
   return {0, 0}
 end
-local held = state == 'lock' and tonumber(redis.call('hget', lock, owner))
-if fresh and held then
-  redis.call('pexpire', lock, ARGV[2]) -- this very request, sent again
-  return {held, latest}
-end
-if reentry and not held then
-  return redis.error_reply('NOTHELD the owner holds no lock on the key')
-end
-if held or state == 'free' then
-  local holds = 1
-  if held then
-    holds = redis.call('hincrby', lock, owner, 1)
+local value = state ~= 'free' and redis.call('hget', lock, owner)
+if value then
+  local w, r = 0, tonumber(value) or 0 -- the owner's exclusive and shared holds
+  if state == 'exclusive' then
+    w, r = holdsOf(value)
+  end
+  if fresh then
+    redis.call('pexpire', lock, ARGV[2]) -- this very request, sent again
+    return {w + r, latest}
+  end
+  if state == 'shared' and not shared then
+    return redis.error_reply('UPGRADE the owner holds the lock shared: an exclusive hold would be an upgrade')
+  end
+  if state == 'shared' or (not shared and r == 0) then
+    redis.call('hincrby', lock, owner, 1)
+  elseif shared then
+    redis.call('hset', lock, owner, exclusiveValue(w, r + 1))
   else
-    redis.call('hset', lock, '', MARK, owner, 1)
+    redis.call('hset', lock, owner, exclusiveValue(w + 1, r))
   end
   redis.call('pexpire', lock, ARGV[2])
-  local token = 0
-  if fence then
-    if holds == 1 then
-      -- The next token is the counter plus one, or the server's clock in microseconds if that is
-      -- more: tokens keep growing after the server lost the counter (a restart without
-      -- persistence, a failover to a replica that missed it), unless its clock went back.
-      local now = redis.call('time')
-      token = math.max(latest + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
-      redis.call('set', fence, string.format('%d', token))
-    else
-      token = latest
-    end
-  end
+  local holds = w + r + 1
   if marker and not fresh then
     redis.call('set', marker, holds, 'px', 20000)
   end
-  return {holds, token}
+  return {holds, latest}
+end
+if reentry then
+  return redis.error_reply('NOTHELD the owner holds no lock on the key')
+end
+local admitted = state == 'free' or (shared and state == 'shared')
+if admitted and q then
+  admitted = admits(q, owner, shared, fair)
+end
+if admitted then
+  if state == 'free' then
+    redis.call('hset', lock, '', shared and SHARED or MARK, owner, 1)
+  else
+    redis.call('hset', lock, owner, 1)
+  end
+  redis.call('pexpire', lock, ARGV[2])
+  local token = latest
+  if fence and not shared then
+    -- The next token is the counter plus one, or the server's clock in microseconds if that is
+    -- more: tokens keep growing after the server lost the counter (a restart without
+    -- persistence, a failover to a replica that missed it), unless its clock went back.
+    local now = redis.call('time')
+    token = math.max(latest + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
+    redis.call('set', fence, string.format('%d', token))
+  end
+  if q then
+    local _, behind = dequeue(q, owner)
+    if behind and shared and q.entries[1].kind == 's' then
+      notify(ARGV[5], lock) -- readers at the head may join
+    end
+  end
+  if marker and not fresh then
+    redis.call('set', marker, 1, 'px', 20000)
+  end
+  return {1, token}
+end
+local wait = q and tonumber(ARGV[4]) or 0
+if wait > 0 and (fair or not shared) then
+  local kind = 'w'
+  if fair then
+    kind = shared and 's' or 'x'
+  end
+  enqueue(q, owner, kind, wait)
+end
+if state == 'free' then
+  return {0, 0} -- free, but others are ahead in the queue
 end
 local left = redis.call('pttl', lock)
 if left < 0 then

@@ -1,4 +1,5 @@
--- Delete a reentrant hash lock whoever holds it, and send a release notice.
+-- Delete a reentrant hash lock whoever holds it (exclusive or shared), and send a release notice.
+-- Its wait queue stays: its waiters are woken by the notice.
 -- KEYS[1]  the lock
 -- ARGV[1]  the lock's notice channel (in the lock's cluster slot)
 -- Returns 1 when there was a lock to delete, 0 otherwise. Error NOTALOCK when the key is not a
@@ -11,8 +12,5 @@ if state == 'free' then
   return 0
 end
 redis.call('del', KEYS[1])
-local sent = redis.pcall('spublish', ARGV[1], KEYS[1])
-if type(sent) == 'table' and sent.err then
-  redis.pcall('publish', ARGV[1], KEYS[1])
-end
+notify(ARGV[1], KEYS[1])
 return 1

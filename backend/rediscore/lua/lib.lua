@@ -1,22 +1,40 @@
--- Prepended to every script: what a lock is, in one place.
--- A lock is a hash with the marker field '' = 'locker' and one field per owner token (never more
--- than one owner at a time: an owner can only be added to a free key) whose value is its hold
--- count; the key's TTL is the lease. Owner tokens are never empty, so no owner is the marker.
--- A lock's companion keys (its request markers, its fencing counter: see redislock.FenceKey)
--- hold decimal integers.
+-- Prepended to every script: what a lock and its wait queue are, in one place.
+--
+-- A lock is a hash whose marker field '' tells its mode, and whose other fields are its holders'
+-- owner tokens (never empty, so no owner is the marker); the key's TTL is the lease, one for the
+-- whole key whoever holds it:
+--   - exclusive: '' = 'locker' and one field, the holder W, whose value is "<w>" (its exclusive
+--     hold count, a plain integer so that the common path is HINCRBY) or "<w>:<r>" when W also
+--     has r shared holds (a downgrade);
+--   - shared: '' = 'locker:shared' and one field per reader R_i, whose value is "<r_i>", its
+--     shared hold count.
+-- An owner can only be added to a free key, or as a reader to a key in shared mode.
+--
+-- A lock's companion keys (see keys.go) are its request markers and its fencing counter
+-- (redislock.FenceKey), which hold decimal integers, and its wait queue (QueueKey): a hash whose
+-- field '' is the latest ticket handed out (a counter) and whose other fields are waiting owners,
+-- each "<ticket>:<kind>:<deadline>": kind 'x' a fair exclusive request, 's' a fair shared one,
+-- 'w' an exclusive request that is not fair (new readers wait behind it), and the deadline in
+-- milliseconds on the server's clock (TIME). Entries are in ticket order; an entry whose deadline
+-- has passed is dead: ignored, and deleted when the script writes the queue. The queue's TTL is
+-- kept at its latest deadline, so that a queue of dead entries vanishes by itself.
 local MARK = 'locker'
+local SHARED = 'locker:shared'
 -- wrongType reports whether a reply of redis.pcall is the error of a key of another type (any
 -- other error, NOPERM say, is returned as it is).
 local function wrongType(reply)
   return type(reply) == 'table' and type(reply.err) == 'string' and reply.err:find('WRONGTYPE', 1, true) == 1
 end
--- lockState returns 'free' when key does not exist, 'lock' when it holds a lock, and otherwise
--- an error reply to return. The scripts ask it before they write anything, so that a key of
--- another type, or a hash of somebody else's, is left exactly as it is.
+-- lockState returns 'free' when key does not exist, 'exclusive' or 'shared' when it holds a lock
+-- in that mode, and otherwise an error reply to return. The scripts ask it before they write
+-- anything, so that a key of another type, or a hash of somebody else's, is left exactly as it is.
 local function lockState(key)
   local mark = redis.pcall('hget', key, '')
   if mark == MARK then
-    return 'lock'
+    return 'exclusive'
+  end
+  if mark == SHARED then
+    return 'shared'
   end
   if wrongType(mark) then
     return redis.error_reply('NOTALOCK the key holds a value of another type')
@@ -28,6 +46,23 @@ local function lockState(key)
     return 'free'
   end
   return redis.error_reply('NOTALOCK the key holds a hash without the lock marker')
+end
+-- holdsOf returns the exclusive and shared hold counts in the value of an exclusive holder's
+-- field: "<w>" or "<w>:<r>".
+local function holdsOf(value)
+  local w = tonumber(value)
+  if w then
+    return w, 0
+  end
+  local a, b = value:match('^(%d+):(%d+)$')
+  return tonumber(a) or 0, tonumber(b) or 0
+end
+-- exclusiveValue formats an exclusive holder's field: "<w>", or "<w>:<r>" when r > 0.
+local function exclusiveValue(w, r)
+  if r > 0 then
+    return string.format('%d:%d', w, r)
+  end
+  return string.format('%d', w)
 end
 -- counter returns the value of one of the lock's companion keys (role names it: 'request
 -- marker', 'fencing counter'): a decimal integer string, false when the key does not exist, and
@@ -46,4 +81,134 @@ local function counter(key, role)
     return value
   end
   return redis.error_reply('NOTALOCK the ' .. role .. ' of the key is a string that is not a number')
+end
+-- notify sends a release notice of lock on its channel: by sharded pub/sub where the server has
+-- it (Redis >= 7), plain pub/sub otherwise; subscribers make the same choice. A notice is an
+-- optimisation: waiters also wake on timers.
+local function notify(channel, lock)
+  local sent = redis.pcall('spublish', channel, lock)
+  if type(sent) == 'table' and sent.err then
+    redis.pcall('publish', channel, lock)
+  end
+end
+-- loadQueue reads the wait queue at key: a table {key, now (the server's clock in ms), exists,
+-- entries (the live ones, in ticket order: {owner, ticket, kind, deadline}), dead (the owners of
+-- dead entries)}, or an error reply (a table with err) when the key holds anything but a queue.
+-- Like counter, it is asked before anything is written.
+local function loadQueue(key)
+  local top = redis.pcall('hget', key, '')
+  if wrongType(top) then
+    return redis.error_reply('NOTALOCK the wait queue of the key is a value of another type')
+  end
+  if type(top) == 'table' then
+    return top
+  end
+  local t = redis.call('time')
+  local q = {key = key, now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), exists = false, entries = {}, dead = {}}
+  if top == false then
+    if redis.call('exists', key) == 1 then
+      return redis.error_reply('NOTALOCK the wait queue of the key is a hash without its counter')
+    end
+    return q
+  end
+  if not top:find('^%d+$') then
+    return redis.error_reply('NOTALOCK the wait queue of the key has a counter that is not a number')
+  end
+  q.exists = true
+  local fields = redis.call('hgetall', key)
+  for i = 1, #fields, 2 do
+    if fields[i] ~= '' then
+      local ticket, kind, deadline = fields[i + 1]:match('^(%d+):([xsw]):(%d+)$')
+      if not ticket then
+        return redis.error_reply('NOTALOCK the wait queue of the key has an entry that is not one')
+      end
+      deadline = tonumber(deadline)
+      if deadline > q.now then
+        q.entries[#q.entries + 1] = {owner = fields[i], ticket = tonumber(ticket), kind = kind, deadline = deadline}
+      else
+        q.dead[#q.dead + 1] = fields[i]
+      end
+    end
+  end
+  table.sort(q.entries, function(a, b) return a.ticket < b.ticket end)
+  return q
+end
+-- admits reports whether the queue q lets owner take a new hold of the kind asked (the key
+-- itself allowing it): any request stops at owner's own entry, everything ahead of it allowing
+-- it (with no entry, every live entry is ahead); a fair request is refused by any entry ahead
+-- but, for a shared one, a shared entry; a shared request by any entry but a shared one (a
+-- writer waits: new readers wait behind it). An exclusive request that is not fair passes.
+local function admits(q, owner, shared, fair)
+  for _, e in ipairs(q.entries) do
+    if e.owner == owner then
+      return true
+    end
+    if fair and not (shared and e.kind == 's') then
+      return false
+    end
+    if shared and e.kind ~= 's' then
+      return false
+    end
+  end
+  return true
+end
+-- tidy writes what the script changed in q's entries: it deletes the dead entries and sets the
+-- queue's TTL to its latest deadline, or deletes the queue when no entry is live.
+local function tidy(q)
+  if #q.entries == 0 then
+    if q.exists then
+      redis.call('del', q.key)
+    end
+    return
+  end
+  local last = 0
+  for _, e in ipairs(q.entries) do
+    last = math.max(last, e.deadline)
+  end
+  for _, owner in ipairs(q.dead) do
+    redis.call('hdel', q.key, owner)
+  end
+  q.dead = {}
+  redis.call('pexpire', q.key, string.format('%d', last - q.now))
+end
+-- enqueue puts owner at the tail of q with kind for wait ms, or, when it has a live entry, keeps
+-- its place (and kind) and sets its deadline to wait ms from now.
+local function enqueue(q, owner, kind, wait)
+  local deadline = q.now + wait
+  local entry
+  for _, e in ipairs(q.entries) do
+    if e.owner == owner then
+      entry = e
+    end
+  end
+  if entry then
+    entry.deadline = deadline
+  else
+    entry = {owner = owner, ticket = redis.call('hincrby', q.key, '', 1), kind = kind, deadline = deadline}
+    q.entries[#q.entries + 1] = entry
+    q.exists = true
+  end
+  redis.call('hset', q.key, owner, string.format('%d:%s:%d', entry.ticket, entry.kind, deadline))
+  tidy(q)
+end
+-- dequeue takes owner's entry, live or dead, out of q and writes the queue. It returns whether
+-- owner had a live entry, and whether live entries were behind it.
+local function dequeue(q, owner)
+  for i, e in ipairs(q.entries) do
+    if e.owner == owner then
+      table.remove(q.entries, i)
+      redis.call('hdel', q.key, owner)
+      tidy(q)
+      return true, i <= #q.entries
+    end
+  end
+  for i, dead in ipairs(q.dead) do
+    if dead == owner then
+      table.remove(q.dead, i)
+      redis.call('hdel', q.key, owner)
+      tidy(q)
+      return false, false
+    end
+  end
+  return false, false
 end

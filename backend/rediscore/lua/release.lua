@@ -1,24 +1,31 @@
--- Release one hold of a reentrant hash lock; at zero, delete it and send a release notice.
+-- Release one hold of a reentrant hash lock, exclusive or shared (lib.lua has the layout); when
+-- no hold is left, delete it and send a release notice.
 -- KEYS[1]  the lock
 -- KEYS[2]  with a request ID: the marker of this call, or, for a take-back, of the acquire
 -- ARGV[1]  owner token
 -- ARGV[2]  the lock's notice channel (in the lock's cluster slot)
 -- ARGV[3]  flags: 'm' the call has a request ID (KEYS[2]); 'u' a take-back: undo the acquire
---          with this ID, if it took effect; 'n' that acquire was a fresh owner's (no marker)
+--          with this ID, if it took effect; 'n' that acquire was a fresh owner's (no marker);
+--          's' the hold to release is a shared one (else exclusive)
 -- A marker lives 20000 ms (locker.RequestWindow).
--- Returns the holds left (>= 0), or -1 when there is nothing to release: the owner holds no lock
--- on the key, or (take-back) the acquire did not take effect. Error NOTALOCK when the key is
--- not a lock, or the marker is not a number (lib.lua): nothing is written then. The lease is
--- left as it is while holds remain.
+-- Returns the owner's holds left, exclusive and shared together (>= 0), or -1 when there is
+-- nothing to release: the owner holds no hold of that kind on the key, or (take-back) the
+-- acquire did not take effect. Error NOTALOCK when the key is not a lock, or the marker is not a
+-- number (lib.lua): nothing is written then. The lease is left as it is while holds remain.
+-- When the exclusive holder releases its last exclusive hold but has shared ones, the key passes
+-- to shared mode with it as the only reader, and a notice wakes the readers that wait. A reader
+-- that releases its last hold leaves; the last one deletes the key.
 -- A release sent again changes nothing but its marker's lifetime (a write, for a WAIT after it:
 -- see acquire.lua); the marker reports the first outcome.
 -- A take-back leaves the acquire's marker at 0, so that the acquire, if it arrives later, is
--- refused; it removes the hold the acquire added: one hold, or a fresh owner's every hold.
+-- refused; it removes the hold the acquire added: one hold of the kind named, or a fresh
+-- owner's every hold.
 local lock, owner = KEYS[1], ARGV[1]
 local flags = ARGV[3]
 local marker = flags:find('m', 1, true) and KEYS[2]
 local undo = marker and flags:find('u', 1, true)
 local fresh = flags:find('n', 1, true)
+local shared = flags:find('s', 1, true)
 -- Every key is checked before anything is written: an error leaves everything as it was.
 local state = lockState(lock)
 if type(state) == 'table' then
@@ -39,26 +46,54 @@ if marker then
     return tonumber(done)
   end
 end
-if redis.call('hexists', lock, owner) == 0 then
+local value = state ~= 'free' and redis.call('hget', lock, owner)
+if not value then
   return -1
 end
-local left = 0
+local w, r = 0, tonumber(value) or 0 -- the owner's exclusive and shared holds
+if state == 'exclusive' then
+  w, r = holdsOf(value)
+end
 if undo and fresh then
-  redis.call('hdel', lock, owner)
+  w, r = 0, 0 -- a fresh owner's holds all come from the acquire taken back
+elseif shared then
+  if r == 0 then
+    return -1
+  end
+  r = r - 1
 else
-  left = redis.call('hincrby', lock, owner, -1)
+  if w == 0 then
+    return -1
+  end
+  w = w - 1
 end
 if marker and not undo then
-  redis.call('set', marker, left, 'px', 20000)
+  redis.call('set', marker, w + r, 'px', 20000)
 end
-if left > 0 then
-  return left
+if state == 'exclusive' then
+  if w > 0 then
+    if r == 0 and not shared then
+      redis.call('hincrby', lock, owner, -1)
+    else
+      redis.call('hset', lock, owner, exclusiveValue(w, r))
+    end
+    return w + r
+  end
+  if r > 0 then
+    -- The last exclusive hold: the owner's shared holds remain, and readers may join.
+    redis.call('hset', lock, '', SHARED, owner, r)
+    notify(ARGV[2], lock)
+    return r
+  end
+elseif r > 0 then
+  redis.call('hincrby', lock, owner, -1)
+  return r
+else
+  redis.call('hdel', lock, owner)
+  if redis.call('hlen', lock) > 1 then
+    return 0 -- other readers hold the key
+  end
 end
 redis.call('del', lock)
--- Sharded pub/sub where the server has it (Redis >= 7), plain pub/sub otherwise; subscribers
--- make the same choice. A notice is an optimisation: waiters also wake on timers.
-local sent = redis.pcall('spublish', ARGV[2], lock)
-if type(sent) == 'table' and sent.err then
-  redis.pcall('publish', ARGV[2], lock)
-end
+notify(ARGV[2], lock)
 return 0

@@ -1,4 +1,5 @@
--- Renew the leases of many reentrant hash locks, each only if its owner still holds it.
+-- Renew the leases of many reentrant hash locks, each only if its owner still holds it (in any
+-- way: exclusive, shared, or both).
 -- KEYS[i]        a lock
 -- ARGV[2i-1]     the owner token expected for KEYS[i]
 -- ARGV[2i]       the new lease of KEYS[i] in whole milliseconds
@@ -7,7 +8,8 @@
 -- Every key of one call must hash to one cluster slot.
 local renewed = {}
 for i, key in ipairs(KEYS) do
-  if redis.pcall('hget', key, '') == MARK and redis.call('hexists', key, ARGV[2 * i - 1]) == 1 then
+  local mark = redis.pcall('hget', key, '')
+  if (mark == MARK or mark == SHARED) and redis.call('hexists', key, ARGV[2 * i - 1]) == 1 then
     redis.call('pexpire', key, ARGV[2 * i])
     renewed[i] = 1
   else
