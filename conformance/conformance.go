@@ -60,7 +60,10 @@ type TB interface {
 }
 
 // Run runs the whole suite as subtests of t: "Model" (the state machine), "Client" (one subtest
-// per Client property) and "Exclusion".
+// per Client property), "Exclusion", and "Kinds": for a locker.KindLocker, the state machine of
+// shared holds and wait queues ("Kinds/Model") and one subtest per property of Client.RLock and
+// WithFair; for any other backend, "Kinds/Unsupported" checks that those return an error
+// wrapping errors.ErrUnsupported, and the rest is skipped.
 func Run(t *testing.T, f Factory) {
 	t.Helper()
 	if f.New == nil {
@@ -73,6 +76,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("Model", s.model)
 	t.Run("Client", s.client)
 	t.Run("Exclusion", func(t *testing.T) { s.inCase(t, exclusion) })
+	t.Run("Kinds", s.kinds)
 }
 
 type suite struct {
@@ -94,9 +98,23 @@ type env struct {
 // key returns a key unique to this case.
 func (e *env) key(name string) string { return e.ns + name }
 
+// kind reports whether the backend under test is a locker.KindLocker.
+func (e *env) kind() bool {
+	_, ok := e.probe.faults.Locker.(locker.KindLocker)
+	return ok
+}
+
+// backend is the probed backend, a locker.KindLocker when the backend under test is one.
+func (e *env) backend() locker.Locker {
+	if e.kind() {
+		return kindProbe{e.probe}
+	}
+	return e.probe
+}
+
 // client returns a Client over the probed backend, closed at the end of the case.
 func (e *env) client(opts ...locker.Option) *locker.Client {
-	c := locker.New(e.probe, append([]locker.Option{locker.WithTTL(e.ttl)}, opts...)...)
+	c := locker.New(e.backend(), append([]locker.Option{locker.WithTTL(e.ttl)}, opts...)...)
 	e.t.Cleanup(func() { c.Close() })
 	return c
 }

@@ -52,6 +52,8 @@ type faults struct {
 	renewals  []time.Time // when every Renew call was made
 	failRenew bool
 	refused   chan string // receives the key of every refused Acquire, when not nil
+	queued    chan string // receives the owner of every refused Acquire with Wait, when not nil
+	dequeued  chan string // receives the owner of every Dequeue call once it returned, when not nil
 	lost      map[string]*lostReplies
 }
 
@@ -133,16 +135,65 @@ func (p *faults) Acquire(ctx context.Context, req locker.AcquireRequest) (locker
 	}
 	if err == nil && !a.Acquired() {
 		p.mu.Lock()
-		ch := p.refused
+		ch, queued := p.refused, p.queued
 		p.mu.Unlock()
-		if ch != nil {
-			select {
-			case ch <- req.Key:
-			default:
-			}
+		signal(ch, req.Key)
+		if req.Wait > 0 {
+			signal(queued, req.Owner)
 		}
 	}
 	return a, err
+}
+
+// signal sends v on ch, if ch is not nil and has room.
+func signal(ch chan string, v string) {
+	if ch != nil {
+		select {
+		case ch <- v:
+		default:
+		}
+	}
+}
+
+// watchQueued makes the probe report the owner of every refused Acquire with a Wait (one that
+// may have left a queue entry) on the returned channel.
+func (p *faults) watchQueued() <-chan string {
+	ch := make(chan string, 1024)
+	p.mu.Lock()
+	p.queued = ch
+	p.mu.Unlock()
+	return ch
+}
+
+// watchDequeued makes the probe report the owner of every Dequeue call, once it returned.
+func (p *faults) watchDequeued() <-chan string {
+	ch := make(chan string, 1024)
+	p.mu.Lock()
+	p.dequeued = ch
+	p.mu.Unlock()
+	return ch
+}
+
+// Dequeue passes the call to the backend, which must be a locker.KindLocker.
+func (p *faults) Dequeue(ctx context.Context, key, owner string) error {
+	q, ok := p.Locker.(locker.KindLocker)
+	if !ok {
+		return fmt.Errorf("conformance: Dequeue on a backend that is no locker.KindLocker: %w", errors.ErrUnsupported)
+	}
+	err := q.Dequeue(ctx, key, owner)
+	p.mu.Lock()
+	ch := p.dequeued
+	p.mu.Unlock()
+	signal(ch, owner)
+	return err
+}
+
+// kindProbe is a probe that is a locker.KindLocker, for a backend that is one.
+type kindProbe struct{ *probe }
+
+// Dequeue passes the call on to the backend.
+func (p kindProbe) Dequeue(ctx context.Context, key, owner string) error {
+	return p.faults.Dequeue(ctx, key, owner)
 }
 
 func (p *faults) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
