@@ -1,0 +1,499 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/hashlock/locker"
+)
+
+// kindsRealTimeRuns is how many runs of the kinds state machine a real-time backend gets (the
+// other runs of rapid.Check pass at once): the machine sleeps through leases and queue
+// entries, and the suite runs on many backends.
+const kindsRealTimeRuns = 15
+
+// kindsModel runs the state machine of a KindLocker: random Acquire calls of both kinds (fair or
+// not, waiting or not, re-entry only or not), Release of both kinds, calls sent again, take-backs,
+// Renew, Inspect, ForceRelease and Dequeue by 2–4 owners on 1–2 keys, and steps of time, each
+// result checked against kindModel.
+func (s *suite) kindsModel(t *testing.T) {
+	var runs, failing atomic.Int32
+	rapid.Check(t, func(rt *rapid.T) {
+		if !s.f.Synctest && failing.Load() == 0 && runs.Add(1) > kindsRealTimeRuns {
+			return
+		}
+		defer func() {
+			if r := recover(); r != nil {
+				failing.Store(1) // replay and shrink every run from now on
+				panic(r)
+			}
+		}()
+		if s.f.Synctest {
+			rapid.SyncTest(rt, s.kindsMachine)
+			return
+		}
+		s.kindsMachine(rt)
+	})
+}
+
+// kindRequest is an Acquire with an ID that the machine may send again or take back.
+type kindRequest struct {
+	req    locker.AcquireRequest
+	holds  int  // the holds it reported
+	undone bool // it was taken back
+}
+
+// hasKind reports whether h has holds of the kind named.
+func hasKind(h kindHolds, shared bool) bool {
+	if shared {
+		return h.r > 0
+	}
+	return h.w > 0
+}
+
+// kindsMachine is one run of the kinds state machine.
+func (s *suite) kindsMachine(rt *rapid.T) {
+	b, ok := s.f.New(rt).(locker.KindLocker)
+	if !ok {
+		rt.Fatalf("the backend is no locker.KindLocker")
+	}
+	slack := 2 * time.Millisecond
+	if s.f.Synctest {
+		slack = 0
+	}
+	m := newKindModel(slack)
+	unit := s.ttl / 20
+	ns := namespace()
+	keys := make([]string, rapid.IntRange(1, 2).Draw(rt, "keys"))
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%sk%d", ns, i)
+	}
+	owners := make([]string, rapid.IntRange(2, 4).Draw(rt, "owners"))
+	for i := range owners {
+		owners[i] = fmt.Sprintf("owner-%d", i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rt.Cleanup(func() {
+		for _, k := range keys {
+			_, _ = b.ForceRelease(context.Background(), k)
+			for _, o := range owners {
+				_ = b.Dequeue(context.Background(), k, o)
+			}
+		}
+	})
+
+	drawKey := func(t *rapid.T) string { return rapid.SampledFrom(keys).Draw(t, "key") }
+	drawOwner := func(t *rapid.T) string { return rapid.SampledFrom(owners).Draw(t, "owner") }
+	drawTTL := func(t *rapid.T) time.Duration {
+		return unit*time.Duration(rapid.IntRange(1, 5).Draw(t, "units")) +
+			time.Duration(rapid.IntRange(0, 999).Draw(t, "micros"))*time.Microsecond
+	}
+	drawWait := func(t *rapid.T) time.Duration {
+		if rapid.Bool().Draw(t, "no wait") {
+			return 0
+		}
+		return unit * time.Duration(rapid.IntRange(1, 5).Draw(t, "wait units"))
+	}
+	var (
+		acquired []*kindRequest
+		released []*modelRequest
+		everHeld = make(map[[2]string]bool)
+		nextID   int
+	)
+	newID := func(t *rapid.T) string {
+		if !rapid.Bool().Draw(t, "with ID") {
+			return ""
+		}
+		nextID++
+		return fmt.Sprintf("req-%d", nextID)
+	}
+	kindName := func(shared bool) string {
+		if shared {
+			return "shared"
+		}
+		return "exclusive"
+	}
+
+	// fenceOK checks a granted call's token in state w and follows it: none without Fence; a new
+	// exclusive hold's exceeds the key's latest and becomes it; any other (re-entry, a shared
+	// hold, a call sent again) is the latest, which a shared hold never advances.
+	fenceOK := func(w *kindState, req locker.AcquireRequest, newWriter bool, token uint64) string {
+		switch {
+		case !req.Fence && token != 0:
+			return "a fencing token without Fence"
+		case !req.Fence:
+		case newWriter && token <= w.fence:
+			return fmt.Sprintf("a new exclusive hold's token %d must exceed the key's latest, %d", token, w.fence)
+		case newWriter:
+			w.fence, w.exact = token, true
+		case w.exact && token != w.fence:
+			return fmt.Sprintf("token %d, want the key's latest, %d (only a new writer advances it)", token, w.fence)
+		case token < w.fence:
+			return fmt.Sprintf("token %d, want at least the key's latest, %d", token, w.fence)
+		default:
+			w.fence, w.exact = token, true
+		}
+		return ""
+	}
+	// leaseOK checks a reported remaining lease against the lease of w.
+	leaseOK := func(w *kindState, got time.Duration, t0, t1 time.Time) string {
+		lo := w.lo.Sub(t1) - time.Millisecond - slack
+		hi := w.hi.Sub(t0) + time.Millisecond + slack
+		if got <= 0 || got < lo || got > hi {
+			return fmt.Sprintf("remaining lease %v, want within [%v, %v] and > 0", got, lo, hi)
+		}
+		return ""
+	}
+
+	acquire := func(t *rapid.T, req locker.AcquireRequest) locker.Acquisition {
+		t0 := time.Now()
+		a, err := b.Acquire(ctx, req)
+		t1 := time.Now()
+		what := fmt.Sprintf("Acquire(%+v) = %+v, %v", req, a, err)
+		if err != nil && !errors.Is(err, locker.ErrNotHeld) && !errors.Is(err, locker.ErrUpgrade) {
+			t.Fatalf("%s: want nil, ErrNotHeld (a re-entry) or ErrUpgrade", what)
+		}
+		owner := req.Owner
+		m.step(t, req.Key, t0, t1, what, func(w *kindState) ([]*kindState, string) {
+			h := w.holds[owner]
+			switch {
+			case errors.Is(err, locker.ErrNotHeld) && req.Reentry && h.total() == 0:
+				return []*kindState{w}, ""
+			case errors.Is(err, locker.ErrNotHeld):
+				return nil, "ErrNotHeld, but the owner holds the key or the request is no re-entry"
+			case errors.Is(err, locker.ErrUpgrade) && !req.Shared && h.total() > 0 && w.exclusive() == "":
+				return []*kindState{w}, "" // an upgrade changes nothing
+			case errors.Is(err, locker.ErrUpgrade):
+				return nil, "ErrUpgrade, but this is no exclusive request of a reader"
+			case req.Reentry && h.total() == 0:
+				return nil, "a re-entry of an owner that holds nothing must fail with ErrNotHeld and take no hold"
+			case h.total() > 0 && !req.Shared && w.exclusive() == "":
+				return nil, "an exclusive request of a reader (an upgrade) must fail with ErrUpgrade"
+			case h.total() > 0: // re-entry, or a downgrade, whatever the queue
+				if a.Holds != h.total()+1 {
+					return nil, fmt.Sprintf("the owner holds the key %d times, want a re-entry, Holds %d", h.total(), h.total()+1)
+				}
+				if req.Shared {
+					h.r++
+				} else {
+					h.w++
+				}
+				w.holds[owner] = h
+				w.setLease(t0, t1, req.TTL)
+				if why := fenceOK(w, req, false, a.Token); why != "" {
+					return nil, why
+				}
+				return []*kindState{w}, ""
+			}
+			var (
+				next []*kindState
+				whys []string
+			)
+			for _, admitted := range w.admits(owner, req.Shared, req.Fair) {
+				s := w.clone()
+				why := ""
+				switch {
+				case admitted && a.Holds != 1:
+					why = "want a new hold, Holds 1"
+				case admitted:
+					s.holds[owner] = kindHolds{w: 1}
+					if req.Shared {
+						s.holds[owner] = kindHolds{r: 1}
+					}
+					s.setLease(t0, t1, req.TTL)
+					s.dequeue(owner) // a new hold takes its owner out of the queue
+					why = fenceOK(s, req, !req.Shared, a.Token)
+				case a.Holds != 0 || a.Token != 0:
+					why = "want a refusal: Holds 0, no token"
+				case s.held():
+					why = leaseOK(s, a.TTL, t0, t1)
+				case a.TTL != 0:
+					why = fmt.Sprintf("the key is free but the queue refuses it: want TTL 0, not %v", a.TTL)
+				}
+				if why != "" {
+					whys = append(whys, why)
+					continue
+				}
+				if admitted || req.Wait <= 0 || (req.Shared && !req.Fair) {
+					next = append(next, s)
+					continue
+				}
+				// A refused request that waits queues, or keeps its place for Wait from now.
+				e := kindEntry{owner: owner, kind: 'w', lo: t0.Add(req.Wait), hi: t1.Add(req.Wait)}
+				switch {
+				case req.Fair && req.Shared:
+					e.kind = 's'
+				case req.Fair:
+					e.kind = 'x'
+				}
+				i := s.entry(owner)
+				if i < 0 {
+					s.queue = append(s.queue, e)
+					next = append(next, s)
+					continue
+				}
+				if s.queue[i].kind != e.kind { // whether its kind changes is not specified
+					other := s.clone()
+					other.queue[i] = e
+					next = append(next, other)
+				}
+				s.queue[i].lo, s.queue[i].hi = e.lo, e.hi
+				next = append(next, s)
+			}
+			if len(next) == 0 {
+				return nil, fmt.Sprint(whys)
+			}
+			return next, ""
+		})
+		if a.Acquired() {
+			everHeld[[2]string{req.Key, owner}] = true
+		}
+		return a
+	}
+
+	release := func(t *rapid.T, req locker.ReleaseRequest, r *kindRequest) (int, error) {
+		t0 := time.Now()
+		n, err := b.Release(ctx, req)
+		t1 := time.Now()
+		what := fmt.Sprintf("Release(%+v) = %d, %v", req, n, err)
+		if err != nil && !errors.Is(err, locker.ErrNotHeld) {
+			t.Fatalf("%s: want nil or an error wrapping ErrNotHeld", what)
+		}
+		m.step(t, req.Key, t0, t1, what, func(w *kindState) ([]*kindState, string) {
+			if r != nil && r.undone {
+				if err == nil {
+					return nil, "the request was taken back already: want ErrNotHeld"
+				}
+				return []*kindState{w}, ""
+			}
+			s := w.clone()
+			left, held := s.take(req.Owner, req.Shared, req.Undo && req.Fresh)
+			if req.Undo && req.Fresh && held && !hasKind(w.holds[req.Owner], req.Shared) {
+				// A fresh owner's holds come from the request taken back, but for holds of the
+				// other kind, which only a test's owner reused across requests has: either answer.
+				if err != nil {
+					return []*kindState{w}, ""
+				}
+			}
+			switch {
+			case !held && err == nil:
+				return nil, fmt.Sprintf("the owner holds no %s hold: want ErrNotHeld", kindName(req.Shared))
+			case !held:
+				return []*kindState{w}, ""
+			case err != nil:
+				return nil, fmt.Sprintf("the owner holds the key (%+v): want %d left", w.holds[req.Owner], left)
+			case n != left:
+				return nil, fmt.Sprintf("want %d left", left)
+			}
+			return []*kindState{s}, ""
+		})
+		return n, err
+	}
+
+	rt.Repeat(map[string]func(*rapid.T){
+		"Acquire": func(t *rapid.T) {
+			key, owner := drawKey(t), drawOwner(t)
+			reentry := rapid.IntRange(0, 4).Draw(t, "reentry") == 0
+			req := locker.AcquireRequest{
+				Key: key, Owner: owner, TTL: drawTTL(t), ID: newID(t), Fence: rapid.Bool().Draw(t, "fence"),
+				Reentry: reentry, Shared: rapid.Bool().Draw(t, "shared"), Fair: rapid.Bool().Draw(t, "fair"),
+				Wait: drawWait(t),
+			}
+			req.Fresh = !reentry && !everHeld[[2]string{key, owner}] && rapid.Bool().Draw(t, "fresh")
+			if a := acquire(t, req); req.ID != "" && a.Acquired() {
+				acquired = append(acquired, &kindRequest{req: req, holds: a.Holds})
+			}
+		},
+		"AcquireAgain": func(t *rapid.T) {
+			// A granted Acquire sent again changes nothing: it reports its first outcome while
+			// the owner holds the key (of that kind), a refusal once it holds nothing or the
+			// request was taken back.
+			again := slices.DeleteFunc(slices.Clone(acquired), func(r *kindRequest) bool { return r.req.Fresh })
+			if len(again) == 0 {
+				t.Skip("no granted Acquire with an ID")
+			}
+			r := rapid.SampledFrom(again).Draw(t, "request")
+			req := r.req
+			t0 := time.Now()
+			a, err := b.Acquire(ctx, req)
+			t1 := time.Now()
+			what := fmt.Sprintf("Acquire again(%+v) = %+v, %v; first %d holds, undone %v", req, a, err, r.holds, r.undone)
+			if err != nil {
+				t.Fatal(what)
+			}
+			m.step(t, req.Key, t0, t1, what, func(w *kindState) ([]*kindState, string) {
+				h := w.holds[req.Owner]
+				refusal := a.Holds == 0 && a.Token == 0
+				first := a.Holds == r.holds
+				same := h.w
+				if req.Shared {
+					same = h.r
+				}
+				switch {
+				case r.undone || h.total() == 0:
+					if !refusal {
+						return nil, "want a refusal and no change"
+					}
+				case refusal && same == 0: // the owner holds only the other kind: either answer
+				case !first:
+					return nil, fmt.Sprintf("want the first outcome, %d holds, and no change", r.holds)
+				default:
+					if why := fenceOK(w, req, false, a.Token); why != "" {
+						return nil, why
+					}
+				}
+				return []*kindState{w}, ""
+			})
+		},
+		"Release": func(t *rapid.T) {
+			req := locker.ReleaseRequest{Key: drawKey(t), Owner: drawOwner(t), ID: newID(t), Shared: rapid.Bool().Draw(t, "shared")}
+			if n, err := release(t, req, nil); err == nil && req.ID != "" {
+				released = append(released, &modelRequest{release: req, holds: n})
+			}
+		},
+		"ReleaseAgain": func(t *rapid.T) {
+			if len(released) == 0 {
+				t.Skip("no Release with an ID yet")
+			}
+			r := rapid.SampledFrom(released).Draw(t, "request")
+			n, err := b.Release(ctx, r.release)
+			if err != nil || n != r.holds {
+				t.Fatalf("Release again(%+v) = %d, %v; want the first outcome, %d, and no change", r.release, n, err, r.holds)
+			}
+		},
+		"Undo": func(t *rapid.T) {
+			// Take back a granted Acquire: one hold of its kind (a fresh owner's: every hold).
+			if len(acquired) == 0 {
+				t.Skip("no granted Acquire with an ID")
+			}
+			r := rapid.SampledFrom(acquired).Draw(t, "request")
+			req := locker.ReleaseRequest{Key: r.req.Key, Owner: r.req.Owner, ID: r.req.ID, Undo: true, Fresh: r.req.Fresh, Shared: r.req.Shared}
+			release(t, req, r)
+			r.undone = true
+		},
+		"Renew": func(t *rapid.T) {
+			key, owner, ttl := drawKey(t), drawOwner(t), drawTTL(t)
+			t0 := time.Now()
+			errs := b.Renew(ctx, []locker.Renewal{{Key: key, Owner: owner, TTL: ttl}})
+			t1 := time.Now()
+			if len(errs) != 1 {
+				t.Fatalf("Renew of 1 entry returned %d results", len(errs))
+			}
+			err := errs[0]
+			what := fmt.Sprintf("Renew(%s, %s, %v): %v", key, owner, ttl, err)
+			if err != nil && !errors.Is(err, locker.ErrNotHeld) {
+				t.Fatalf("%s: want nil or an error wrapping ErrNotHeld", what)
+			}
+			m.step(t, key, t0, t1, what, func(w *kindState) ([]*kindState, string) {
+				held := w.holds[owner].total() > 0
+				switch {
+				case held && err != nil:
+					return nil, "the owner holds the key: want it renewed"
+				case !held && err == nil:
+					return nil, "the owner does not hold the key: want ErrNotHeld"
+				case held:
+					w.setLease(t0, t1, ttl) // one lease for every holder
+				}
+				return []*kindState{w}, ""
+			})
+		},
+		"Inspect": func(t *rapid.T) {
+			key := drawKey(t)
+			t0 := time.Now()
+			got, err := b.Inspect(ctx, key)
+			t1 := time.Now()
+			if err != nil {
+				t.Fatalf("Inspect(%s): %v", key, err)
+			}
+			m.step(t, key, t0, t1, fmt.Sprintf("Inspect(%s) = %+v", key, got), func(w *kindState) ([]*kindState, string) {
+				if got.Queued != len(w.queue) {
+					return nil, fmt.Sprintf("want Queued %d", len(w.queue))
+				}
+				if !w.held() {
+					if got != (locker.State{Queued: got.Queued}) {
+						return nil, "the key is free: want the zero State but Queued"
+					}
+					return []*kindState{w}, ""
+				}
+				if writer := w.exclusive(); writer != "" {
+					h := w.holds[writer]
+					if !got.Locked || got.Shared || got.Readers != 0 || got.Owner != writer || got.Holds != h.total() {
+						return nil, fmt.Sprintf("want %s holding it exclusively %d times (shared holds included)", writer, h.total())
+					}
+				} else {
+					sum := 0
+					for _, h := range w.holds {
+						sum += h.r
+					}
+					if _, reader := w.holds[got.Owner]; !got.Locked || !got.Shared || got.Readers != len(w.holds) || !reader || got.Holds != sum {
+						return nil, fmt.Sprintf("want it shared by %d readers with %d holds, Owner one of them", len(w.holds), sum)
+					}
+				}
+				if why := leaseOK(w, got.TTL, t0, t1); why != "" {
+					return nil, why
+				}
+				return []*kindState{w}, ""
+			})
+		},
+		"ForceRelease": func(t *rapid.T) {
+			key := drawKey(t)
+			t0 := time.Now()
+			removed, err := b.ForceRelease(ctx, key)
+			t1 := time.Now()
+			if err != nil {
+				t.Fatalf("ForceRelease(%s): %v", key, err)
+			}
+			m.step(t, key, t0, t1, fmt.Sprintf("ForceRelease(%s) = %v", key, removed), func(w *kindState) ([]*kindState, string) {
+				if removed != w.held() {
+					return nil, fmt.Sprintf("want %v", w.held())
+				}
+				w.holds, w.lo, w.hi = map[string]kindHolds{}, time.Time{}, time.Time{} // the queue stays
+				return []*kindState{w}, ""
+			})
+		},
+		"Dequeue": func(t *rapid.T) {
+			key, owner := drawKey(t), drawOwner(t)
+			t0 := time.Now()
+			err := b.Dequeue(ctx, key, owner)
+			t1 := time.Now()
+			if err != nil {
+				t.Fatalf("Dequeue(%s, %s): %v", key, owner, err)
+			}
+			m.step(t, key, t0, t1, fmt.Sprintf("Dequeue(%s, %s)", key, owner), func(w *kindState) ([]*kindState, string) {
+				w.dequeue(owner)
+				return []*kindState{w}, ""
+			})
+		},
+		"Advance": func(t *rapid.T) {
+			time.Sleep(time.Duration(rapid.Int64Range(0, int64(3*unit)).Draw(t, "sleep")))
+		},
+		"AdvanceToEnd": func(t *rapid.T) {
+			// Step to just before or just at the end of a lease or of a queue entry.
+			c := m.candidates(drawKey(t))[0]
+			var ends [][2]time.Time
+			if c.held() {
+				ends = append(ends, [2]time.Time{c.lo, c.hi})
+			}
+			for _, e := range c.queue {
+				ends = append(ends, [2]time.Time{e.lo, e.hi})
+			}
+			if len(ends) == 0 {
+				t.Skip("nothing ends on the key")
+			}
+			end := rapid.SampledFrom(ends).Draw(t, "end")
+			target := end[1].Add(m.slack)
+			if rapid.Bool().Draw(t, "before") {
+				target = end[0].Add(-m.slack - time.Nanosecond)
+			}
+			time.Sleep(time.Until(target))
+		},
+	})
+}

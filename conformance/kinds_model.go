@@ -1,0 +1,268 @@
+package conformance
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// kindModel is the reference model of a locker.KindLocker: per key, the holds of every owner
+// (exclusive and shared), the lease, the wait queue and the fencing counter.
+//
+// A real-time backend is observed through calls that take time, and both the lease and every
+// queue entry end at a time known only as a window (see model). So the model keeps, per key, a
+// set of candidate states: every state the backend may be in given what it answered so far. A
+// call is checked against every candidate, and against every "world" of it, that is every choice
+// of live or dead for the items (lease, queue entries) whose end may fall within the call; the
+// candidates that explain the answer become the next set. A call no candidate explains is a
+// failure. Inside a synctest bubble every item is known live or dead and the set has one state.
+type kindModel struct {
+	slack time.Duration
+	keys  map[string][]*kindState
+}
+
+// kindState is one candidate state of a key.
+type kindState struct {
+	holds  map[string]kindHolds // the owners that hold the key; empty when free
+	lo, hi time.Time            // the lease's end, when held
+	queue  []kindEntry          // the wait queue, in arrival order
+	fence  uint64               // the key's latest fencing token
+	exact  bool                 // fence is the backend's counter, not only a lower bound
+}
+
+// kindHolds is an owner's hold count of each kind.
+type kindHolds struct{ w, r int }
+
+func (h kindHolds) total() int { return h.w + h.r }
+
+// kindEntry is a wait queue entry: 'x' a fair writer, 's' a fair reader, 'w' a writer that is
+// not fair. It ends within [lo, hi].
+type kindEntry struct {
+	owner  string
+	kind   byte
+	lo, hi time.Time
+}
+
+func newKindModel(slack time.Duration) *kindModel {
+	return &kindModel{slack: slack, keys: make(map[string][]*kindState)}
+}
+
+// candidates returns the candidate states of key (a free key with an empty queue at first).
+func (m *kindModel) candidates(key string) []*kindState {
+	if c := m.keys[key]; c != nil {
+		return c
+	}
+	return []*kindState{{holds: map[string]kindHolds{}}}
+}
+
+func (s *kindState) clone() *kindState {
+	c := *s
+	c.holds = maps.Clone(s.holds)
+	c.queue = slices.Clone(s.queue)
+	return &c
+}
+
+// exclusive returns the exclusive holder, or "" when the key is free or shared.
+func (s *kindState) exclusive() string {
+	for o, h := range s.holds {
+		if h.w > 0 {
+			return o
+		}
+	}
+	return ""
+}
+
+// held reports whether anyone holds the key.
+func (s *kindState) held() bool { return len(s.holds) > 0 }
+
+// entry returns the index of owner's queue entry, or -1.
+func (s *kindState) entry(owner string) int {
+	return slices.IndexFunc(s.queue, func(e kindEntry) bool { return e.owner == owner })
+}
+
+func (s *kindState) dequeue(owner string) {
+	if i := s.entry(owner); i >= 0 {
+		s.queue = slices.Delete(s.queue, i, i+1)
+	}
+}
+
+// setLease records a lease of ttl set by a call from t0 to t1.
+func (s *kindState) setLease(t0, t1 time.Time, ttl time.Duration) {
+	ttl = ceilMillis(ttl)
+	s.lo, s.hi = t0.Add(ttl), t1.Add(ttl)
+}
+
+// take removes one hold of owner of the kind named (all of them with all), and frees the key
+// when nobody holds it any more. It reports the owner's holds left, and false when it had none
+// of that kind.
+func (s *kindState) take(owner string, shared, all bool) (int, bool) {
+	h := s.holds[owner]
+	switch {
+	case all && h.total() == 0, !all && shared && h.r == 0, !all && !shared && h.w == 0:
+		return 0, false
+	case all:
+		h = kindHolds{}
+	case shared:
+		h.r--
+	default:
+		h.w-- // at 0 with shared holds left: the key passes to shared mode, the lease unchanged
+	}
+	if h.total() == 0 {
+		delete(s.holds, owner)
+	} else {
+		s.holds[owner] = h
+	}
+	if !s.held() {
+		s.lo, s.hi = time.Time{}, time.Time{}
+	}
+	return h.total(), true
+}
+
+// String is a canonical form of the state, to merge equal candidates.
+func (s *kindState) String() string {
+	var b strings.Builder
+	for _, o := range slices.Sorted(maps.Keys(s.holds)) {
+		fmt.Fprintf(&b, "%s:%d/%d ", o, s.holds[o].w, s.holds[o].r)
+	}
+	if s.held() {
+		fmt.Fprintf(&b, "lease [%d, %d] ", s.lo.UnixNano(), s.hi.UnixNano())
+	}
+	b.WriteString("queue")
+	for _, e := range s.queue {
+		fmt.Fprintf(&b, " %s:%c[%d, %d]", e.owner, e.kind, e.lo.UnixNano(), e.hi.UnixNano())
+	}
+	fmt.Fprintf(&b, " fence %d %v", s.fence, s.exact)
+	return b.String()
+}
+
+// describe is the state for a failure message, with times relative to now.
+func (s *kindState) describe(now time.Time) string {
+	var b strings.Builder
+	if !s.held() {
+		b.WriteString("free")
+	}
+	for _, o := range slices.Sorted(maps.Keys(s.holds)) {
+		fmt.Fprintf(&b, "%s holds %d exclusive, %d shared; ", o, s.holds[o].w, s.holds[o].r)
+	}
+	if s.held() {
+		fmt.Fprintf(&b, "lease ends in [%v, %v]", s.lo.Sub(now), s.hi.Sub(now))
+	}
+	b.WriteString("; queue:")
+	for _, e := range s.queue {
+		fmt.Fprintf(&b, " %s %c ends in [%v, %v]", e.owner, e.kind, e.lo.Sub(now), e.hi.Sub(now))
+	}
+	fmt.Fprintf(&b, "; fence %d (exact %v)", s.fence, s.exact)
+	return b.String()
+}
+
+// liveness tells whether an item that ends within [lo, hi] is live during a call from t0 to t1.
+func (m *kindModel) liveness(lo, hi, t0, t1 time.Time) liveness {
+	switch {
+	case t1.Before(lo.Add(-m.slack)):
+		return live
+	case !t0.Before(hi.Add(m.slack)):
+		return free
+	default:
+		return unknown
+	}
+}
+
+// worlds returns the states s may be in during a call from t0 to t1: every item known to have
+// ended is gone, and each item that may have ended during the call is kept in one world and
+// gone in another.
+func (m *kindModel) worlds(s *kindState, t0, t1 time.Time) []*kindState {
+	out := []*kindState{s.clone()}
+	if s.held() {
+		switch m.liveness(s.lo, s.hi, t0, t1) {
+		case free:
+			out[0].holds, out[0].lo, out[0].hi = map[string]kindHolds{}, time.Time{}, time.Time{}
+		case unknown:
+			gone := s.clone()
+			gone.holds, gone.lo, gone.hi = map[string]kindHolds{}, time.Time{}, time.Time{}
+			out = append(out, gone)
+		}
+	}
+	for _, e := range s.queue {
+		l := m.liveness(e.lo, e.hi, t0, t1)
+		if l == live {
+			continue
+		}
+		n := len(out)
+		for i := range n {
+			w := out[i]
+			if l == unknown {
+				out = append(out, w.clone()) // the world where it is still live
+			}
+			w.dequeue(e.owner)
+		}
+	}
+	return out
+}
+
+// kindStep is what a call does in one world: the states that explain the answer (none: the
+// world does not), or why the world does not explain it.
+type kindStep func(w *kindState) (next []*kindState, why string)
+
+// step checks a call on key that ran from t0 to t1 against every candidate and world, and
+// keeps the states that explain its answer. It fails the test with what when none does.
+func (m *kindModel) step(t interface{ Fatalf(string, ...any) }, key string, t0, t1 time.Time, what string, f kindStep) {
+	var (
+		next []*kindState
+		seen = map[string]bool{}
+		whys []string
+	)
+	for _, c := range m.candidates(key) {
+		for _, w := range m.worlds(c, t0, t1) {
+			states, why := f(w)
+			if len(states) == 0 {
+				whys = append(whys, fmt.Sprintf("\n  in state {%s}: %s", w.describe(t1), why))
+			}
+			for _, s := range states {
+				if k := s.String(); !seen[k] {
+					seen[k] = true
+					next = append(next, s)
+				}
+			}
+		}
+	}
+	if len(next) == 0 {
+		t.Fatalf("%s: no state of the model explains it:%s", what, strings.Join(whys, ""))
+	}
+	if len(next) > 512 {
+		t.Fatalf("%s: the model keeps %d candidate states: too much uncertainty about time", what, len(next))
+	}
+	m.keys[key] = next
+}
+
+// admits reports whether a new hold of owner (shared or not, fair or not) may be granted on the
+// key in state w, as KindLocker says: an exclusive one on a free key, and when fair with no live
+// entry ahead of owner's; a shared one on a free or shared key, with no writer's entry ahead of
+// owner's (when fair: no entry but a reader's ahead of it). Entries behind owner's own entry do
+// not count. For a plain (not fair) reader that has an entry itself, KindLocker's words also
+// allow "no writer's entry anywhere in the queue": when that reading differs, both answers are
+// returned.
+func (w *kindState) admits(owner string, shared, fair bool) []bool {
+	if w.exclusive() != "" || (w.held() && !shared) {
+		return []bool{false}
+	}
+	ahead := true // every entry ahead of owner's allows it
+	for _, e := range w.queue {
+		if e.owner == owner {
+			break
+		}
+		if (fair && !(shared && e.kind == 's')) || (shared && e.kind != 's') {
+			ahead = false
+			break
+		}
+	}
+	if !shared || fair || w.entry(owner) < 0 {
+		return []bool{ahead}
+	}
+	anywhere := !slices.ContainsFunc(w.queue, func(e kindEntry) bool { return e.kind != 's' })
+	if anywhere != ahead {
+		return []bool{true, false}
+	}
+	return []bool{ahead}
+}
