@@ -15,9 +15,11 @@ import (
 
 // Options tune Check.
 type Options struct {
-	// Fenced requires every acquire to report a fencing token above 0, and the tokens to
-	// strictly increase in the order of the critical sections. Default false: tokens are not
-	// checked.
+	// Fenced requires every exclusive acquire to report a fencing token above 0, and those
+	// tokens to strictly increase in the order of the exclusive critical sections; a shared
+	// acquire must report the token of the exclusive section before it (a shared hold reports
+	// the latest token and never advances it), or, before any, a token below the first
+	// exclusive one. Default false: tokens are not checked.
 	Fenced bool
 
 	// Timeout bounds porcupine's search (and again Result.Visualize's). When it runs out, the
@@ -34,6 +36,9 @@ type Result struct {
 	Processes int // distinct processes
 	Sections  int // critical sections: acquires, each with the release that follows it
 	Handoffs  int // consecutive sections (in acquire order) of different processes
+
+	SharedSections int // of Sections, the shared ones (Op.Shared)
+	MaxShared      int // the most shared sections certainly held at one instant
 
 	// Linearizable is porcupine's verdict: porcupine.Ok, porcupine.Illegal (a violation), or
 	// porcupine.Unknown (Options.Timeout ran out: also reported as a violation).
@@ -54,8 +59,12 @@ func (r *Result) OK() bool { return len(r.Violations) == 0 }
 
 // String summarises the result in one line.
 func (r *Result) String() string {
-	return fmt.Sprintf("%d ops of %d processes, %d critical sections, %d handoffs; porcupine: %s in %v; %d violations",
-		r.Ops, r.Processes, r.Sections, r.Handoffs, r.Linearizable, r.CheckTime.Round(time.Millisecond), len(r.Violations))
+	shared := ""
+	if r.SharedSections > 0 {
+		shared = fmt.Sprintf(" (%d shared, up to %d at once)", r.SharedSections, r.MaxShared)
+	}
+	return fmt.Sprintf("%d ops of %d processes, %d critical sections%s, %d handoffs; porcupine: %s in %v; %d violations",
+		r.Ops, r.Processes, r.Sections, shared, r.Handoffs, r.Linearizable, r.CheckTime.Round(time.Millisecond), len(r.Violations))
 }
 
 // Visualize writes porcupine's HTML view of the history (its linearization, or the partial
@@ -98,14 +107,17 @@ func (s section) heldUntil() int64 {
 	return s.rel.Call
 }
 
-// Check checks that ops (the merged histories of every process) are the history of one lock:
-// linearizable with respect to LockModel (by porcupine), without two critical sections that
-// certainly overlap, each process alternating acquire and release, and with opts.Fenced, tokens
-// strictly increasing with the order of the sections.
+// Check checks that ops (the merged histories of every process) are the history of one
+// readers/writer lock: linearizable with respect to LockModel (by porcupine), without an
+// exclusive critical section that certainly overlaps another section (exclusive or shared;
+// shared sections may overlap each other), each process alternating acquire and release of one
+// kind, and with opts.Fenced, tokens as Options.Fenced describes. A history without shared
+// operations is that of a plain lock.
 //
 // Sections are ordered by the return of their acquires: when exclusion holds, a section's
-// acquire returns before its release is called, which comes before the next holder's acquire
-// takes effect, so that order is the order in which the lock granted them.
+// acquire returns before its release is called, which comes before the next exclusive holder's
+// acquire takes effect (or the next shared one, after an exclusive section), so that order is
+// the order in which the lock granted exclusive sections and the readers between them.
 func Check(ops []Op, opts Options) *Result {
 	if opts.Timeout <= 0 {
 		opts.Timeout = time.Minute
@@ -115,6 +127,7 @@ func Check(ops []Op, opts Options) *Result {
 	slices.SortStableFunc(sections, func(a, b section) int { return cmp.Compare(a.acq.Return, b.acq.Return) })
 	c.res.Sections = len(sections)
 	c.overlaps(sections)
+	c.shared(sections)
 	if opts.Fenced {
 		c.tokens(sections)
 	}
@@ -213,6 +226,9 @@ func (c *checker) sections(ops []Op) []section {
 					c.violation("malformed", op.Call, op.Return, "p%d: release at %s without a hold", p, c.at(op.Call))
 					continue
 				}
+				if op.Shared != open.Shared {
+					c.violation("malformed", op.Call, op.Return, "p%d: %s at %s of its %s from %s", p, describe(op), c.at(op.Call), describe(open), c.at(open.Return))
+				}
 				out = append(out, section{acq: open, rel: op})
 				open = nil
 			default:
@@ -226,39 +242,107 @@ func (c *checker) sections(ops []Op) []section {
 	return out
 }
 
-// overlaps reports sections (sorted by acquire return) that were certainly held at once: a
-// section is held at least from its acquire's return to its release's call.
+// overlaps reports sections (sorted by acquire return) that were certainly held at once while
+// one of them was exclusive: a section is held at least from its acquire's return to its
+// release's call.
 func (c *checker) overlaps(sections []section) {
-	var longest *section // of the sections before, the one certainly held the longest
+	var longest, writer *section // of the sections before (the exclusive ones), the one certainly held the longest
 	for i := range sections {
 		s := &sections[i]
-		if longest != nil && s.acq.Return < longest.heldUntil() {
-			c.violation("overlap", s.acq.Return, min(longest.heldUntil(), s.heldUntil()),
-				"p%d acquired at %s (token %d) while p%d held the lock from %s (token %d) until at least %s",
-				s.acq.Process, c.at(s.acq.Return), s.acq.Token,
-				longest.acq.Process, c.at(longest.acq.Return), longest.acq.Token, c.at(longest.heldUntil()))
+		other := longest // an exclusive section conflicts with any
+		if s.acq.Shared {
+			other = writer // a shared one with exclusive ones only
+		}
+		if other != nil && s.acq.Return < other.heldUntil() {
+			c.violation("overlap", s.acq.Return, min(other.heldUntil(), s.heldUntil()),
+				"p%d acquired%s at %s (token %d) while p%d held the lock%s from %s (token %d) until at least %s",
+				s.acq.Process, sharedly(s.acq), c.at(s.acq.Return), s.acq.Token,
+				other.acq.Process, sharedly(other.acq), c.at(other.acq.Return), other.acq.Token, c.at(other.heldUntil()))
 		}
 		if longest == nil || s.heldUntil() > longest.heldUntil() {
 			longest = s
 		}
+		if !s.acq.Shared && (writer == nil || s.heldUntil() > writer.heldUntil()) {
+			writer = s
+		}
 	}
 }
 
-// tokens reports acquires without a token and tokens that do not increase with the order of
-// the sections.
+// shared counts the shared sections and the most of them certainly held at one instant.
+func (c *checker) shared(sections []section) {
+	type event struct {
+		at    int64
+		delta int
+	}
+	var events []event
+	for _, s := range sections {
+		if !s.acq.Shared {
+			continue
+		}
+		c.res.SharedSections++
+		if s.acq.Return < s.heldUntil() {
+			events = append(events, event{s.acq.Return, 1}, event{s.heldUntil(), -1})
+		}
+	}
+	// At equal times ends come first: sections held until t and from t were not both held.
+	slices.SortFunc(events, func(a, b event) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.delta, b.delta)) })
+	n := 0
+	for _, e := range events {
+		n += e.delta
+		c.res.MaxShared = max(c.res.MaxShared, n)
+	}
+}
+
+// describe names op and its kind for messages: "acquire", "shared release"...
+func describe(op *Op) string {
+	if op.Shared {
+		return "shared " + string(op.Kind)
+	}
+	return string(op.Kind)
+}
+
+// sharedly is " shared" for a shared operation, for messages.
+func sharedly(op *Op) string {
+	if op.Shared {
+		return " shared"
+	}
+	return ""
+}
+
+// tokens reports exclusive acquires without a token, exclusive tokens that do not increase with
+// the order of the sections, and shared acquires whose token is not that of the exclusive
+// section before them (before any: not below the first exclusive token).
 func (c *checker) tokens(sections []section) {
-	for i, s := range sections {
-		if s.acq.Token == 0 {
+	var prev *Op     // the acquire of the exclusive section before
+	var shared []*Op // shared acquires before any exclusive one
+	for _, s := range sections {
+		switch {
+		case s.acq.Shared && prev == nil:
+			shared = append(shared, s.acq)
+		case s.acq.Shared:
+			if s.acq.Token != prev.Token {
+				c.violation("token", prev.Return, s.acq.Return,
+					"p%d: shared token %d acquired at %s is not token %d of the exclusive section before it (p%d, acquired at %s)",
+					s.acq.Process, s.acq.Token, c.at(s.acq.Return), prev.Token, prev.Process, c.at(prev.Return))
+			}
+		case s.acq.Token == 0:
 			c.violation("token", s.acq.Call, s.acq.Return, "p%d: acquire at %s has no fencing token", s.acq.Process, c.at(s.acq.Return))
-			continue
-		}
-		if i == 0 {
-			continue
-		}
-		if prev := sections[i-1].acq; s.acq.Token <= prev.Token {
-			c.violation("token", prev.Return, s.acq.Return,
-				"p%d: token %d acquired at %s does not exceed token %d of the section before it (p%d, acquired at %s)",
-				s.acq.Process, s.acq.Token, c.at(s.acq.Return), prev.Token, prev.Process, c.at(prev.Return))
+		case prev == nil:
+			for _, r := range shared {
+				if r.Token >= s.acq.Token {
+					c.violation("token", r.Return, s.acq.Return,
+						"p%d: shared token %d acquired at %s is not below token %d of the first exclusive section after it (p%d, acquired at %s)",
+						r.Process, r.Token, c.at(r.Return), s.acq.Token, s.acq.Process, c.at(s.acq.Return))
+				}
+			}
+			prev = s.acq
+		default:
+			if s.acq.Token <= prev.Token {
+				c.violation("token", prev.Return, s.acq.Return,
+					"p%d: token %d acquired at %s does not exceed token %d of the section before it (p%d, acquired at %s)",
+					s.acq.Process, s.acq.Token, c.at(s.acq.Return), prev.Token, prev.Process, c.at(prev.Return))
+			}
+			prev = s.acq
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,19 @@ func acq(p int, call, ret int64, token uint64) Op {
 
 func rel(p int, call, ret int64) Op {
 	return Op{Process: p, Kind: Release, Call: call * 1000, Return: ret * 1000}
+}
+
+// racq and rrel make shared operations with times in microseconds.
+func racq(p int, call, ret int64, token uint64) Op {
+	op := acq(p, call, ret, token)
+	op.Shared = true
+	return op
+}
+
+func rrel(p int, call, ret int64) Op {
+	op := rel(p, call, ret)
+	op.Shared = true
+	return op
 }
 
 // A correct history of three processes, whose waiting acquires overlap the holds of others
@@ -75,6 +89,151 @@ func TestTokenOrderFlagged(t *testing.T) {
 	}
 }
 
+// A correct readers/writer history passes every check: readers overlap each other (three at
+// once), a writer waits while they read and is granted after the last one's release, readers
+// arriving meanwhile wait behind it and report its token, and the first readers, before any
+// writer, report a token below the first writer's.
+func TestReadersWriterHistory(t *testing.T) {
+	ops := []Op{
+		racq(0, 0, 10, 0), rrel(0, 30, 35),
+		racq(1, 5, 12, 0), rrel(1, 40, 45),
+		racq(2, 8, 20, 0), rrel(2, 25, 28), // p0, p1, p2 all held it from 20 to 25
+		acq(3, 15, 50, 7), rel(3, 60, 65), // waited for the readers; granted during p1's release
+		racq(0, 36, 70, 7), rrel(0, 80, 85), // waited behind the writer
+		racq(2, 55, 72, 7), rrel(2, 75, 90),
+		acq(4, 62, 95, 9), rel(4, 100, 101),
+		racq(1, 96, 102, 9), rrel(1, 103, 104),
+	}
+	res := Check(ops, Options{Fenced: true})
+	if !res.OK() || res.Linearizable != porcupine.Ok {
+		t.Fatalf("a correct history was flagged: %v\n%s", res, strings.Join(res.Violations, "\n"))
+	}
+	if res.Ops != 16 || res.Processes != 5 || res.Sections != 8 || res.SharedSections != 6 || res.MaxShared != 3 {
+		t.Fatalf("counts: %v, want 16 ops, 5 processes, 8 sections of which 6 shared, 3 at once", res)
+	}
+	if !strings.Contains(res.String(), "(6 shared, up to 3 at once)") {
+		t.Fatalf("String() = %q lacks the shared sections", res)
+	}
+}
+
+// Readers that certainly overlap pass, however long; the same history with one of them a
+// writer is flagged by porcupine and by the overlap check, whichever comes first.
+func TestReadersOverlapWritersDoNot(t *testing.T) {
+	readers := []Op{
+		racq(0, 0, 10, 0), rrel(0, 100, 110),
+		racq(1, 5, 20, 0), rrel(1, 30, 40),
+		racq(2, 50, 60, 0), rrel(2, 70, 80),
+	}
+	if res := Check(readers, Options{Fenced: true}); !res.OK() || res.MaxShared != 2 {
+		t.Fatalf("overlapping readers were flagged, or not counted: %v\n%s", res, strings.Join(res.Violations, "\n"))
+	}
+	for name, c := range map[string]struct {
+		writer int // the process that writes instead of reading
+		want   string
+	}{
+		"reader during a writer": {0, "p1 acquired shared at 0.020ms (token 0) while p0 held the lock from 0.010ms (token 5) until at least 0.100ms"},
+		"writer during a reader": {1, "p1 acquired at 0.020ms (token 5) while p0 held the lock shared from 0.010ms (token 0) until at least 0.100ms"},
+		"writer after readers":   {2, "p2 acquired at 0.060ms (token 5) while p0 held the lock shared"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ops := slices.Clone(readers)
+			for i := range ops {
+				if ops[i].Process == c.writer {
+					ops[i].Shared = false
+					if ops[i].Kind == Acquire {
+						ops[i].Token = 5
+					}
+				}
+			}
+			res := Check(ops, Options{})
+			if res.Linearizable != porcupine.Illegal || !contains(res.Violations, c.want) {
+				t.Fatalf("porcupine: %s, want Illegal; violations %q, want %q", res.Linearizable, res.Violations, c.want)
+			}
+		})
+	}
+}
+
+// With fencing, readers report the token of the writer before them, and writers' tokens
+// increase, readers' not counting: a reader with another token, a writer whose token does not
+// exceed the writer's before it, and an early reader whose token is not below the first
+// writer's are flagged; porcupine, which does not model tokens, accepts them all.
+func TestSharedTokensFlagged(t *testing.T) {
+	ops := []Op{
+		racq(0, 0, 10, 3), rrel(0, 20, 30), // 3, not below 3
+		acq(1, 40, 50, 3), rel(1, 60, 70),
+		racq(0, 80, 90, 3), rrel(0, 91, 92), // right
+		racq(2, 85, 93, 4), rrel(2, 94, 95), // 4, not 3
+		acq(1, 100, 110, 3), rel(1, 120, 130), // 3 after 3
+	}
+	res := Check(ops, Options{Fenced: true})
+	if res.Linearizable != porcupine.Ok {
+		t.Fatalf("porcupine: %s, want Ok (exclusion holds)", res.Linearizable)
+	}
+	for _, want := range []string{
+		"p0: shared token 3 acquired at 0.010ms is not below token 3 of the first exclusive section after it (p1, acquired at 0.050ms)",
+		"p2: shared token 4 acquired at 0.093ms is not token 3 of the exclusive section before it (p1, acquired at 0.050ms)",
+		"p1: token 3 acquired at 0.110ms does not exceed token 3 of the section before it (p1, acquired at 0.050ms)",
+	} {
+		if !contains(res.Violations, want) {
+			t.Errorf("violations %q lack %q", res.Violations, want)
+		}
+	}
+	if len(res.Violations) != 3 {
+		t.Fatalf("violations %q, want 3", res.Violations)
+	}
+}
+
+// The model's states: readers join and leave a shared lock in any order (the state depends on
+// the set only, with process numbers past a byte's bits), a writer needs it free, a release
+// must name the kind held and come from a holder.
+func TestLockModel(t *testing.T) {
+	step := func(s any, p int, kind Kind, shared bool) (bool, any) {
+		return LockModel.Step(s, lockInput{kind: kind, shared: shared, process: p}, lockOutput{holds: 1})
+	}
+	must := func(ok bool, s any) any {
+		t.Helper()
+		if !ok {
+			t.Fatalf("illegal step to %s", LockModel.DescribeState(s))
+		}
+		return s
+	}
+	init := LockModel.Init()
+	a := must(step(init, 1, Acquire, true))
+	a = must(step(a, 9, Acquire, true))
+	b := must(step(init, 9, Acquire, true))
+	b = must(step(b, 1, Acquire, true))
+	if !LockModel.Equal(a, b) || LockModel.Hash(a) != LockModel.Hash(b) || LockModel.DescribeState(a) != "shared by p1, p9" {
+		t.Fatalf("the same readers in another order: %q and %q", LockModel.DescribeState(a), LockModel.DescribeState(b))
+	}
+	for _, c := range []struct {
+		p      int
+		kind   Kind
+		shared bool
+	}{{2, Acquire, false}, {1, Acquire, true}, {1, Release, false}, {2, Release, true}} {
+		if ok, _ := step(a, c.p, c.kind, c.shared); ok {
+			t.Fatalf("p%d %s (shared %v) on a lock shared by p1 and p9 was legal", c.p, c.kind, c.shared)
+		}
+	}
+	a = must(step(a, 9, Release, true))
+	a = must(step(a, 1, Release, true))
+	if !LockModel.Equal(a, init) || LockModel.Hash(a) != LockModel.Hash(init) || LockModel.DescribeState(a) != "free" {
+		t.Fatalf("after the readers left: %q, want free", LockModel.DescribeState(a))
+	}
+	w := must(step(a, 2, Acquire, false))
+	for _, c := range []struct {
+		p      int
+		kind   Kind
+		shared bool
+	}{{3, Acquire, false}, {3, Acquire, true}, {2, Acquire, true}, {2, Release, true}, {3, Release, false}} {
+		if ok, _ := step(w, c.p, c.kind, c.shared); ok {
+			t.Fatalf("p%d %s (shared %v) on a lock held by p2 was legal", c.p, c.kind, c.shared)
+		}
+	}
+	if ok, _ := LockModel.Step(init, lockInput{kind: Acquire, shared: true, process: 0}, lockOutput{holds: 2}); ok {
+		t.Fatal("a shared acquire reporting 2 holds was legal")
+	}
+}
+
 // Histories that no lock could produce in one process: a re-entry (two holds), a release
 // without a hold, overlapping calls of one process.
 func TestMalformedFlagged(t *testing.T) {
@@ -89,6 +248,8 @@ func TestMalformedFlagged(t *testing.T) {
 		"return first":   {[]Op{acq(0, 10, 5, 1)}, "before it was called"},
 		"unknown kind":   {[]Op{{Process: 0, Kind: "renew", Call: 0, Return: 1}}, "unknown operation"},
 		"another holder": {[]Op{acq(0, 0, 1, 1), rel(1, 2, 3)}, "p1: release"},
+		"kinds mixed":    {[]Op{racq(0, 0, 1, 0), rel(0, 2, 3)}, "p0: release at 0.002ms of its shared acquire"},
+		"shared twice":   {[]Op{racq(0, 0, 1, 0), racq(0, 2, 3, 0)}, "while it held the lock"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			res := Check(c.ops, Options{Fenced: true, Timeout: 10 * time.Second})
@@ -122,6 +283,10 @@ func TestRecordReadVisualize(t *testing.T) {
 		r.Acquired(call, 7, 1) // one after the other, but both with token 7
 		call = Now()
 		r.Released(call)
+		call = Now()
+		r.AcquiredShared(call, 7, 1)
+		call = Now()
+		r.ReleasedShared(call)
 		path := filepath.Join(dir, fmt.Sprintf("p%d.jsonl", p))
 		if err := r.WriteFile(path); err != nil {
 			t.Fatal(err)
@@ -132,7 +297,8 @@ func TestRecordReadVisualize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ops) != 4 || ops[0].Process != 0 || ops[2].Process != 1 || ops[1].Kind != Release || ops[0].Token != 7 {
+	if len(ops) != 8 || ops[0].Process != 0 || ops[4].Process != 1 || ops[1].Kind != Release || ops[0].Token != 7 ||
+		ops[1].Shared || !ops[2].Shared || !ops[3].Shared || ops[3].Kind != Release {
 		t.Fatalf("read back %+v", ops)
 	}
 	for _, op := range ops {
@@ -152,7 +318,8 @@ func TestRecordReadVisualize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(html), "does not exceed token 7") || !strings.Contains(string(html), "p1 acquire") {
+	if !strings.Contains(string(html), "does not exceed token 7") || !strings.Contains(string(html), "p1 acquire") ||
+		!strings.Contains(string(html), "p1 acquire shared") {
 		t.Fatalf("%s lacks the violation or the operations (%d bytes)", path, len(html))
 	}
 	if _, err := ReadFiles(filepath.Join(dir, "missing")); err == nil {

@@ -28,6 +28,10 @@ type Op struct {
 	Return  int64  `json:"ret"`             // just after it returned
 	Token   uint64 `json:"token,omitempty"` // the lease's fencing token (Acquire; 0 without fencing)
 	Holds   int    `json:"holds,omitempty"` // the hold count the acquire reported (Acquire)
+
+	// Shared says the operation took or gave back a shared (read) hold (RLock, or the Unlock
+	// of its lease) rather than an exclusive one. Default false: exclusive.
+	Shared bool `json:"shared,omitempty"`
 }
 
 // A Recorder collects the operations of one process. Its methods are safe for concurrent use,
@@ -53,6 +57,18 @@ func (r *Recorder) Acquired(call int64, token uint64, holds int) {
 // returns now.
 func (r *Recorder) Released(call int64) {
 	r.add(Op{Kind: Release, Call: call, Return: Now()})
+}
+
+// AcquiredShared records a shared acquire (RLock) called at call that returns now, with the
+// lease's token (the latest writer's, which a shared hold reports) and hold count.
+func (r *Recorder) AcquiredShared(call int64, token uint64, holds int) {
+	r.add(Op{Kind: Acquire, Call: call, Return: Now(), Token: token, Holds: holds, Shared: true})
+}
+
+// ReleasedShared records the release of a shared hold (the Unlock of an RLock lease) called at
+// call that returns now.
+func (r *Recorder) ReleasedShared(call int64) {
+	r.add(Op{Kind: Release, Call: call, Return: Now(), Shared: true})
 }
 
 func (r *Recorder) add(op Op) {
