@@ -16,14 +16,19 @@ import (
 
 var inspectCommand = command{
 	name:    "inspect",
-	summary: "show whether a key is locked, by whom, its hold count and remaining lease",
+	summary: "show whether a key is locked (exclusive or shared), by whom, its holds, lease and waiters",
 	args:    "KEY",
-	help: `Prints "key KEY: locked by OWNER, N holds, TTL D" or "key KEY: free"; with --json, one
-JSON object on one line: {"key": …, "locked": …, "owner": …, "holds": …, "ttl": "1.234s",
-"ttl_ms": 1234}. OWNER is the holder's label and the start of its random token
-("build-7/4242#9f86d081…": locker run labels its owners with host/pid); the whole token is
-never shown, since it would let anyone release the lock. Exit status 0 whether the key is
-locked or not; 1 when the key holds something that is not a lock (it is left as it is).`,
+	help: `Prints "key KEY: locked by OWNER, N holds, TTL D" (an exclusive lock; N counts the
+shared holds its owner took inside it too), "key KEY: shared by R readers, N holds, TTL D" (a
+shared lock: locker run -s, Client.RLock; N is the holds of all R readers) or "key KEY: free",
+followed by ", Q queued" when Q owners wait in the key's queue (locker run --fair, and
+exclusive runs waiting for readers to leave). With --json, one JSON object on one line:
+{"key": …, "locked": …, "owner": …, "holds": …, "ttl": "1.234s", "ttl_ms": 1234, "shared":
+false, "readers": 0, "queued": 0}; for a shared lock "owner" is one of the readers. OWNER is
+the holder's label and the start of its random token ("build-7/4242#9f86d081…": locker run
+labels its owners with host/pid); the whole token is never shown, since it would let anyone
+release the lock. Exit status 0 whether the key is locked or not; 1 when the key holds
+something that is not a lock (it is left as it is).`,
 	setup: func(fs *flag.FlagSet) func(context.Context, *streams, []string) error {
 		asJSON := fs.Bool("json", false, "print a JSON object")
 		cf := addConnFlags(fs, false)
@@ -88,31 +93,44 @@ func keyError(key string, err error) error {
 	return err
 }
 
-// describe is a State for people: "locked by web-1/42#9f86d081…, 2 holds, TTL 1.234s" or
-// "free".
+// describe is a State for people: "locked by web-1/42#9f86d081…, 2 holds, TTL 1.234s",
+// "shared by 3 readers, 4 holds, TTL 1.234s" or "free", then ", 2 queued" when owners wait in
+// the key's queue.
 func describe(st locker.State) string {
-	if !st.Locked {
-		return "free"
+	var out string
+	switch {
+	case !st.Locked:
+		out = "free"
+	case st.Shared:
+		out = fmt.Sprintf("shared by %s, %s, TTL %v", count(st.Readers, "reader"), count(st.Holds, "hold"), st.TTL)
+	default:
+		out = fmt.Sprintf("locked by %s, %s, TTL %v", st.Owner, count(st.Holds, "hold"), st.TTL)
 	}
-	return fmt.Sprintf("locked by %s, %s, TTL %v", st.Owner, holds(st.Holds), st.TTL)
+	if st.Queued > 0 {
+		out += fmt.Sprintf(", %d queued", st.Queued)
+	}
+	return out
 }
 
-// holds is "1 hold", "2 holds"…
-func holds(n int) string {
+// count is "1 hold", "2 holds"… for n of noun.
+func count(n int, noun string) string {
 	if n == 1 {
-		return "1 hold"
+		return "1 " + noun
 	}
-	return fmt.Sprintf("%d holds", n)
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // printJSON prints key's state as one JSON object on one line (the key whole).
 func printJSON(w io.Writer, key string, st locker.State) error {
 	return json.NewEncoder(w).Encode(struct {
-		Key    string `json:"key"`
-		Locked bool   `json:"locked"`
-		Owner  string `json:"owner,omitempty"`
-		Holds  int    `json:"holds"`
-		TTL    string `json:"ttl"`
-		TTLms  int64  `json:"ttl_ms"`
-	}{key, st.Locked, st.Owner, st.Holds, st.TTL.String(), st.TTL.Milliseconds()})
+		Key     string `json:"key"`
+		Locked  bool   `json:"locked"`
+		Owner   string `json:"owner,omitempty"`
+		Holds   int    `json:"holds"`
+		TTL     string `json:"ttl"`
+		TTLms   int64  `json:"ttl_ms"`
+		Shared  bool   `json:"shared"`
+		Readers int    `json:"readers"`
+		Queued  int    `json:"queued"`
+	}{key, st.Locked, st.Owner, st.Holds, st.TTL.String(), st.TTL.Milliseconds(), st.Shared, st.Readers, st.Queued})
 }

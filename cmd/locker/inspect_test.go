@@ -90,3 +90,23 @@ func TestInspectUnreachable(t *testing.T) {
 		})
 	}
 }
+
+// describe words each kind of state, and the waiters.
+func TestDescribe(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		st   locker.State
+		want string
+	}{
+		{locker.State{}, "free"},
+		{locker.State{Queued: 2}, "free, 2 queued"},
+		{locker.State{Locked: true, Owner: "w#1", Holds: 1, TTL: time.Second}, "locked by w#1, 1 hold, TTL 1s"},
+		{locker.State{Locked: true, Owner: "w#1", Holds: 3, TTL: time.Second, Queued: 1}, "locked by w#1, 3 holds, TTL 1s, 1 queued"},
+		{locker.State{Locked: true, Shared: true, Owner: "r#1", Readers: 1, Holds: 1, TTL: time.Second}, "shared by 1 reader, 1 hold, TTL 1s"},
+		{locker.State{Locked: true, Shared: true, Owner: "r#1", Readers: 3, Holds: 4, TTL: 1500 * time.Millisecond, Queued: 2}, "shared by 3 readers, 4 holds, TTL 1.5s, 2 queued"},
+	} {
+		if got := describe(tc.st); got != tc.want {
+			t.Errorf("describe(%+v) = %q, want %q", tc.st, got, tc.want)
+		}
+	}
+}

@@ -11,11 +11,14 @@
 //	demo     two workers contend for one lock: waiting, re-entry, watchdog renewals,
 //	         takeover on release, and a check that mutual exclusion held
 //	run      run a command while holding a lock, flock(1) across machines:
-//	         locker run [-n | -w SECONDS] [-E CODE] KEY command [args...]
+//	         locker run [-n | -w SECONDS] [-E CODE] [-s] [--fair] KEY command [args...]
 //	         locker run [flags] KEY -c 'shell command'
-//	         (waits for ever by default; see docs/locker-run.md for the forms, kill-safety,
-//	         nested runs and the exit codes next to flock's)
-//	inspect  show whether a key is locked, by whom, its hold count and remaining lease:
+//	         (waits for ever by default; exclusive by default, -s (--shared) for a shared
+//	         lock that other shared runs share, as flock -s; --fair to get the lock in the
+//	         order of asking; see docs/locker-run.md for the forms, kill-safety, nested runs
+//	         and the exit codes next to flock's)
+//	inspect  show whether a key is locked, exclusively or shared (by how many readers), by
+//	         whom, its hold count, remaining lease and queued waiters:
 //	         locker inspect [--json] KEY
 //	unlock   remove a lock whoever holds it: locker unlock --force [--yes] KEY
 //	bench    compare the Go Redis drivers on one server: Lock+Unlock cost, contention,

@@ -41,7 +41,13 @@ var runCommand = command{
 	help: `Takes the lock on KEY, waiting for it as long as it takes (unless -n or -w), runs the
 command with the same stdin, stdout and stderr while the watchdog renews the lease every
 --ttl/3, and releases the lock when the command and everything it started have exited.
-flock(1)'s forms work: -n, -w SECONDS, -E CODE, -c 'shell command', -x, -v.
+flock(1)'s forms work: -n, -w SECONDS, -E CODE, -c 'shell command', -s, -x, -v.
+
+-s (--shared) takes a shared lock, as flock -s: shared runs on KEY run together, while an
+exclusive run (the default, -x) waits for them all and excludes them; once an exclusive run
+waits, new shared runs wait behind it. --fair makes the runs that use it get the lock in the
+order in which they asked for it (-n with --fair never jumps the queue). A quorum (--redis
+given several times) has neither: both are a usage error there.
 
 SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to the command; SIGINT and SIGQUIT not while
 run is in its terminal's foreground, where the command had them from the terminal (Ctrl-C). If
@@ -49,7 +55,10 @@ the lock is lost, the command's process tree gets SIGTERM, then SIGKILL after --
 exits 70. If run itself is killed (kill -9), a supervisor ends the command's tree before the
 lease can expire (Linux).
 A locker run on the same key and servers inside the command re-enters this hold instead of
-waiting. With --fencing, the command finds the fencing token in $LOCKER_FENCING_TOKEN.
+waiting: a nested -s inside an exclusive run adds a shared hold to it, while a nested exclusive
+run inside a shared one is refused at once (it would upgrade the hold; exit 1 or -E). With
+--fencing, the command finds the fencing token in $LOCKER_FENCING_TOKEN (with -s, the token of
+the last exclusive holder: shared runs do not advance it).
 
 The Redis password: in the URL (redis://user:password@host or redis://password@host), which
 ps shows to every user for as long as run runs; or, for a URL without one, the first line of
@@ -110,6 +119,13 @@ type runConfig struct {
 	Close bool
 	// OwnerLabel labels the owner token, for locker inspect; default host/pid.
 	OwnerLabel string
+	// Shared is -s/--shared: a shared (read) hold, with locker.Client.RLock, which other shared
+	// runs share and an exclusive run excludes. Default false: exclusive (-x).
+	Shared bool
+	// Fair is --fair: wait in the key's queue (locker.WithFair), so that runs with --fair get
+	// the lock in the order in which they asked for it, and -n never jumps the queue. Default
+	// false.
+	Fair bool
 }
 
 // tokenEnv is the environment variable that carries the lease's fencing token to the command.
@@ -134,10 +150,13 @@ func (c *runConfig) define(fs *flag.FlagSet) {
 	fs.Var(shell, "command", "same as -c: run the `command` line through /bin/sh -c")
 	fs.BoolVar(&c.Verbose, "v", false, "say on stderr how long getting the lock took, and what runs")
 	fs.BoolVar(&c.Verbose, "verbose", false, "same as -v")
-	var exclusive bool
-	fs.BoolVar(&exclusive, "x", false, "accepted for flock(1): the lock is always exclusive")
-	fs.BoolVar(&exclusive, "e", false, "same as -x")
-	fs.BoolVar(&exclusive, "exclusive", false, "same as -x")
+	shared, exclusive := &kindValue{&c.Shared, true}, &kindValue{&c.Shared, false}
+	fs.Var(shared, "s", "take a shared lock, as flock(1) -s: shared runs on the key run together, an exclusive one excludes them (not on a quorum)")
+	fs.Var(shared, "shared", "same as -s")
+	fs.Var(exclusive, "x", "take an exclusive lock (the default), as flock(1) -x; the last of -s and -x wins")
+	fs.Var(exclusive, "e", "same as -x")
+	fs.Var(exclusive, "exclusive", "same as -x")
+	fs.BoolVar(&c.Fair, "fair", false, "wait in the key's queue: runs with --fair get the lock in the order in which they asked, and -n never jumps the queue (not on a quorum)")
 	fs.BoolVar(&c.Close, "o", false, "do not pass the hold to the command: a nested locker run on the key waits for it")
 	fs.BoolVar(&c.Close, "close", false, "same as -o")
 	fs.DurationVar(&c.Grace, "grace", c.Grace, "how long the command's processes have between SIGTERM and SIGKILL when they are ended")
@@ -183,6 +202,34 @@ func parseWait(s string) (time.Duration, error) {
 		return waitForever, nil
 	}
 	return d, nil
+}
+
+// kindValue is the value of -s and -x (flock(1)'s): a boolean flag that sets *shared to
+// shared, so that the last one given wins, as with flock.
+type kindValue struct {
+	shared *bool
+	value  bool
+}
+
+// IsBoolFlag makes -s and -x flags without a value.
+func (v *kindValue) IsBoolFlag() bool { return true }
+
+// String is "true" when the flag's kind is the one chosen, for flag's help.
+func (v *kindValue) String() string {
+	if v == nil || v.shared == nil {
+		return "false"
+	}
+	return strconv.FormatBool(*v.shared == v.value)
+}
+
+// Set sets the kind when s is "true" (the flag alone), and the other kind for "false" (-s=false).
+func (v *kindValue) Set(s string) error {
+	on, err := strconv.ParseBool(s)
+	if err != nil {
+		return errors.New("want true or false")
+	}
+	*v.shared = v.value == on
+	return nil
 }
 
 // shellValue is the value of -c.
@@ -333,6 +380,12 @@ func runLocked(ctx context.Context, s *streams, cfg runConfig, cf *connFlags, ar
 		return &exitError{exitUnavailable, err}
 	}
 	defer backend.close()
+	if err := kindsSupported(cfg, cf, backend.Locker); err != nil {
+		if ierr := endWait(); ierr != nil {
+			return ierr
+		}
+		return err
+	}
 	backend.warnDown(s, "run")
 	servers := serverIDs(cf)
 	inherited := inheritedHolds()
@@ -341,6 +394,9 @@ func runLocked(ctx context.Context, s *streams, cfg runConfig, cf *connFlags, ar
 	opts := []locker.Option{locker.WithTTL(cfg.TTL)}
 	if cfg.Fencing {
 		opts = append(opts, locker.WithFencing())
+	}
+	if cfg.Fair {
+		opts = append(opts, locker.WithFair())
 	}
 	label := cfg.OwnerLabel
 	if label == "" {
@@ -367,7 +423,11 @@ func runLocked(ctx context.Context, s *streams, cfg runConfig, cf *connFlags, ar
 	if cfg.Verbose {
 		fmt.Fprintf(s.err, "locker run: getting lock %s took %.6f seconds\n", display.Key(cfg.Key), time.Since(start).Seconds())
 		if outer != nil {
-			fmt.Fprintf(s.err, "locker run: re-entered the hold of an outer locker run (holds %d)\n", lease.Holds())
+			kind := ""
+			if cfg.Shared {
+				kind = " with a shared hold"
+			}
+			fmt.Fprintf(s.err, "locker run: re-entered the hold of an outer locker run%s (holds %d)\n", kind, lease.Holds())
 		}
 		fmt.Fprintf(s.err, "locker run: executing %s\n", strings.Join(argv, " "))
 	}
@@ -401,27 +461,57 @@ func runLocked(ctx context.Context, s *streams, cfg runConfig, cf *connFlags, ar
 	return nil
 }
 
-// acquire takes the lock, waiting as cfg.Wait says, or re-enters the outer hold. A refusal is
-// an *exitError with cfg.ConflictCode, and a message only with -v, as flock(1) does.
+// kindsSupported checks that the backend has what -s and --fair need: a quorum (--redis given
+// several times, or the servers of an outer run on one) has neither shared locks nor a wait queue,
+// which is a usage error.
+func kindsSupported(cfg runConfig, cf *connFlags, backend locker.Locker) error {
+	if !cfg.Shared && !cfg.Fair {
+		return nil
+	}
+	if _, ok := backend.(locker.KindLocker); ok || len(cf.urls) < 2 {
+		return nil // a single server without them: the library says so (errors.ErrUnsupported)
+	}
+	var flags []string
+	if cfg.Shared {
+		flags = append(flags, "--shared")
+	}
+	if cfg.Fair {
+		flags = append(flags, "--fair")
+	}
+	return usagef("%s: a quorum (%d servers) has no shared locks or wait queues; use a single --redis server", strings.Join(flags, " and "), len(cf.urls))
+}
+
+// acquire takes the lock (shared with -s, in the key's queue with --fair), waiting as cfg.Wait
+// says, or re-enters the outer hold (a nested -s inside an exclusive run adds a shared hold to
+// it; a nested exclusive run inside a shared one is refused, as it would upgrade the hold). A
+// refusal is an *exitError with cfg.ConflictCode, and a message only with -v, as flock(1) does;
+// the refused upgrade always says why.
 func acquire(ctx context.Context, client *locker.Client, cfg runConfig, outer *heldLock) (*locker.Lease, error) {
+	lock, try := client.Lock, client.TryLock
+	if cfg.Shared {
+		lock, try = client.RLock, client.TryRLock
+	}
 	var (
 		lease *locker.Lease
 		err   error
 	)
 	switch {
 	case outer != nil:
-		lease, err = client.TryLock(ctx, cfg.Key, locker.WithHeldOwner(outer.Owner))
+		lease, err = try(ctx, cfg.Key, locker.WithHeldOwner(outer.Owner))
 		if errors.Is(err, locker.ErrLockLost) {
 			return nil, &exitError{exitLockLost, fmt.Errorf("the hold of the outer locker run on %s is gone: %s", display.Key(cfg.Key), errorText(err))}
 		}
+		if errors.Is(err, locker.ErrUpgrade) {
+			return nil, &exitError{cfg.ConflictCode, fmt.Errorf("lock %s not obtained: the outer locker run holds it shared (--shared), and an exclusive hold inside it would be an upgrade, which could wait for ever on another reader doing the same; give this run --shared too, or take the exclusive lock outside the shared run", display.Key(cfg.Key))}
+		}
 	case cfg.Wait == 0:
-		lease, err = client.TryLock(ctx, cfg.Key)
+		lease, err = try(ctx, cfg.Key)
 	case cfg.Wait > 0:
 		tctx, cancel := context.WithTimeout(ctx, cfg.Wait)
 		defer cancel()
-		lease, err = client.Lock(tctx, cfg.Key)
+		lease, err = lock(tctx, cfg.Key)
 	default:
-		lease, err = client.Lock(ctx, cfg.Key)
+		lease, err = lock(ctx, cfg.Key)
 	}
 	if nerr, ok := asError[*locker.NotObtainedError](err); ok && ctx.Err() == nil {
 		var msg error
@@ -434,7 +524,7 @@ func acquire(ctx context.Context, client *locker.Client, cfg runConfig, outer *h
 			if cfg.Wait > 0 {
 				within = " within " + cfg.Wait.String()
 			}
-			msg = fmt.Errorf("lock %s not obtained%s: held by another owner%s", display.Key(cfg.Key), within, left)
+			msg = fmt.Errorf("lock %s not obtained%s: %s%s", display.Key(cfg.Key), within, refusal(cfg), left)
 		}
 		return nil, &exitError{cfg.ConflictCode, msg}
 	}
@@ -447,6 +537,19 @@ func acquire(ctx context.Context, client *locker.Client, cfg runConfig, outer *h
 		return nil, &exitError{exitUnavailable, keyError(cfg.Key, err)}
 	}
 	return nil, &exitError{exitUnavailable, err}
+}
+
+// refusal says why a lock of cfg's kind was refused, for -v: what may have been in the way.
+func refusal(cfg runConfig) string {
+	switch {
+	case cfg.Shared && cfg.Fair:
+		return "a writer holds it or is queued ahead"
+	case cfg.Shared:
+		return "a writer holds it or waits for it"
+	case cfg.Fair:
+		return "held by another owner, or others queued for it first"
+	}
+	return "held by another owner"
 }
 
 // holdsEnv is the environment variable through which locker run passes its holds to the

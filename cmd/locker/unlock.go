@@ -75,7 +75,11 @@ func confirmAndUnlock(ctx context.Context, s *streams, client *locker.Client, ke
 	if err != nil || !st.Locked {
 		return false, err
 	}
-	fmt.Fprintf(s.err, "force-unlock %s (held by %s, %s, TTL %v)? [y/N] ", keyText(key), st.Owner, holds(st.Holds), st.TTL)
+	holder := "held by " + st.Owner
+	if st.Shared {
+		holder = "shared by " + count(st.Readers, "reader")
+	}
+	fmt.Fprintf(s.err, "force-unlock %s (%s, %s, TTL %v)? [y/N] ", keyText(key), holder, count(st.Holds, "hold"), st.TTL)
 	answer, err := readLine(ctx, s.in)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return false, err
