@@ -11,7 +11,7 @@
 -- An owner can only be added to a free key, or as a reader to a key in shared mode.
 --
 -- A lock's companion keys (see keys.go) are its request markers and its fencing counter
--- (redislock.FenceKey), which hold decimal integers, and its wait queue (QueueKey): a hash whose
+-- (FenceKey), which hold decimal integers, and its wait queue (QueueKey): a hash whose
 -- field '' is the latest ticket handed out (a counter) and whose other fields are waiting owners,
 -- each "<ticket>:<kind>:<deadline>": kind 'x' a fair exclusive request, 's' a fair shared one,
 -- 'w' an exclusive request that is not fair (new readers wait behind it), and the deadline in
