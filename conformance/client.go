@@ -428,7 +428,9 @@ func wakesWaiter(e *env, name string, release func(holder *locker.Lease, c *lock
 	got := make(chan error, 1)
 	var acquired time.Time
 	go func() {
-		l, err := e.client().Lock(ctx, key, locker.WithRetry(locker.LinearBackoff(time.Hour)))
+		// A long lease for the waiter too: on a KindLocker its Lock refreshes its queue entry
+		// every third of its TTL, a timer that must not wake it either.
+		l, err := e.client(locker.WithTTL(10*e.ttl)).Lock(ctx, key, locker.WithRetry(locker.LinearBackoff(time.Hour)))
 		acquired = time.Now()
 		if err == nil {
 			err = l.Unlock()

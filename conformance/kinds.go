@@ -347,16 +347,26 @@ func deadWriter(e *env) {
 }
 
 // Fair Lock calls of separate Clients obtain the key in the order in which they first asked; a
-// waiter that gives up leaves the queue and the others keep their order.
+// waiter that gives up leaves the queue and the others keep their order. The first waiter is a
+// slow process (an entry made at the Locker level, sent again only when the test says): while
+// it is first, the key stays free, whatever the Clients' waiters try when the holder unlocks.
 func fairOrder(e *env) {
-	const waiters = 4
-	t, ctx, key := e.t, background(e.t), e.key("fair-order")
-	queued := e.probe.faults.watchQueued()
+	const waiters = 3
+	t, ctx, key, b := e.t, background(e.t), e.key("fair-order"), e.kindProbe()
+	queued, refusals := e.probe.faults.watchQueued(), e.probe.faults.watchRefusals()
 	holder := ok(e.client(locker.WithFair()).Lock(ctx, key))(t)
+	first := locker.AcquireRequest{Key: key, Owner: "slow-first", TTL: e.ttl, Fair: true, Wait: 10 * e.ttl}
+	seen := map[string]bool{}
+	ok(b.Acquire(ctx, first))(t)
+	waitQueued(e, queued, seen)
 	order := make(chan int, waiters)
 	errs := make(chan error, waiters)
 	cancels := make([]context.CancelFunc, waiters)
-	seen := map[string]bool{}
+	defer func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+	}()
 	for i := range waiters {
 		c := e.client(locker.WithFair())
 		wctx, cancel := context.WithCancel(ctx)
@@ -372,25 +382,32 @@ func fairOrder(e *env) {
 		}()
 		waitQueued(e, queued, seen) // joined the queue before the next one asks
 	}
-	defer func() {
-		for _, cancel := range cancels {
-			cancel()
-		}
-	}()
-	if st := inspect(e, key); st.Queued != waiters {
-		t.Fatalf("%d fair waiters: %+v, want Queued %d", waiters, st, waiters)
+	if st := inspect(e, key); st.Queued != waiters+1 {
+		t.Fatalf("%d fair waiters: %+v, want Queued %d", waiters+1, st, waiters+1)
 	}
-	cancels[1]() // the second gives up
+	cancels[1]() // the third in the queue gives up
 	if err := <-errs; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the waiter that gave up: %v, want context.Canceled", err)
 	}
-	ok(0, holder.Unlock())(t)
-	want := []int{0, 2, 3}
-	for _, w := range want {
+	for len(refusals) > 0 {
+		<-refusals
+	}
+	ok(0, holder.Unlock())(t) // the key is free; the slow first waiter has not come back yet
+	waitForRefusal(e, refusals, key, 2)
+	select {
+	case i := <-order:
+		t.Fatalf("fair waiter %d obtained the lock while the first in the queue was still waiting", i)
+	default:
+	}
+	if a := ok(b.Acquire(ctx, first))(t); !a.Acquired() {
+		t.Fatalf("the first in the queue was refused (%+v) on a free key", a)
+	}
+	ok(b.Release(ctx, locker.ReleaseRequest{Key: key, Owner: first.Owner}))(t)
+	for _, w := range []int{0, 2} {
 		select {
 		case got := <-order:
 			if got != w {
-				t.Fatalf("fair waiter %d obtained the lock, want %d (order %v)", got, w, want)
+				t.Fatalf("fair waiter %d obtained the lock, want %d (the order they asked in)", got, w)
 			}
 		case <-time.After(10 * e.ttl):
 			t.Fatalf("fair waiter %d did not obtain the lock", w)

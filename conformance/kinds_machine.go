@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -21,7 +22,7 @@ const kindsRealTimeRuns = 15
 
 // kindsModel runs the state machine of a KindLocker: random Acquire calls of both kinds (fair or
 // not, waiting or not, re-entry only or not), Release of both kinds, calls sent again, take-backs,
-// Renew, Inspect, ForceRelease and Dequeue by 2–4 owners on 1–2 keys, and steps of time, each
+// Renew, Inspect, ForceRelease and Dequeue by 2–3 owners on 1–2 keys, and steps of time, each
 // result checked against kindModel.
 func (s *suite) kindsModel(t *testing.T) {
 	var runs, failing atomic.Int32
@@ -75,7 +76,7 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("%sk%d", ns, i)
 	}
-	owners := make([]string, rapid.IntRange(2, 4).Draw(rt, "owners"))
+	owners := make([]string, rapid.IntRange(2, 3).Draw(rt, "owners"))
 	for i := range owners {
 		owners[i] = fmt.Sprintf("owner-%d", i)
 	}
@@ -298,18 +299,60 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 		return n, err
 	}
 
-	rt.Repeat(map[string]func(*rapid.T){
-		"Acquire": func(t *rapid.T) {
+	// acquireAction draws an Acquire: any (how ""), one that queues when refused ("queued"), or
+	// a plain reader's ("reader").
+	acquireAction := func(how string) func(t *rapid.T) {
+		return func(t *rapid.T) {
 			key, owner := drawKey(t), drawOwner(t)
-			reentry := rapid.IntRange(0, 4).Draw(t, "reentry") == 0
+			reentry := how == "" && rapid.IntRange(0, 4).Draw(t, "reentry") == 0
 			req := locker.AcquireRequest{
 				Key: key, Owner: owner, TTL: drawTTL(t), ID: newID(t), Fence: rapid.Bool().Draw(t, "fence"),
-				Reentry: reentry, Shared: rapid.Bool().Draw(t, "shared"), Fair: rapid.Bool().Draw(t, "fair"),
-				Wait: drawWait(t),
+				Reentry: reentry, Shared: how == "reader" || rapid.Bool().Draw(t, "shared"),
+				Fair: how != "reader" && rapid.Bool().Draw(t, "fair"),
+			}
+			switch how {
+			case "reader":
+			case "queued":
+				req.Wait = unit * time.Duration(rapid.IntRange(1, 5).Draw(t, "wait units"))
+				req.Fair = req.Fair || req.Shared // a request that queues
+			default:
+				req.Wait = drawWait(t)
 			}
 			req.Fresh = !reentry && !everHeld[[2]string{key, owner}] && rapid.Bool().Draw(t, "fresh")
 			if a := acquire(t, req); req.ID != "" && a.Acquired() {
 				acquired = append(acquired, &kindRequest{req: req, holds: a.Holds})
+			}
+		}
+	}
+
+	rt.Repeat(map[string]func(*rapid.T){
+		"Acquire":       acquireAction(""),
+		"AcquireQueued": acquireAction("queued"),
+		"AcquireReader": acquireAction("reader"),
+		"ReleaseHeld": func(t *rapid.T) {
+			// A Release of a hold that the model knows of (Release may name any).
+			key := drawKey(t)
+			type hold struct {
+				owner  string
+				shared bool
+			}
+			var holds []hold
+			c := m.candidates(key)[0]
+			for _, o := range slices.Sorted(maps.Keys(c.holds)) {
+				if c.holds[o].w > 0 {
+					holds = append(holds, hold{o, false})
+				}
+				if c.holds[o].r > 0 {
+					holds = append(holds, hold{o, true})
+				}
+			}
+			if len(holds) == 0 {
+				t.Skip("no hold on the key")
+			}
+			h := rapid.SampledFrom(holds).Draw(t, "hold")
+			req := locker.ReleaseRequest{Key: key, Owner: h.owner, ID: newID(t), Shared: h.shared}
+			if n, err := release(t, req, nil); err == nil && req.ID != "" {
+				released = append(released, &modelRequest{release: req, holds: n})
 			}
 		},
 		"AcquireAgain": func(t *rapid.T) {
@@ -460,7 +503,13 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 			})
 		},
 		"Dequeue": func(t *rapid.T) {
-			key, owner := drawKey(t), drawOwner(t)
+			// Mostly an owner that the model has in the queue; any owner otherwise.
+			key, owner := drawKey(t), ""
+			if q := m.candidates(key)[0].queue; len(q) > 0 && rapid.IntRange(0, 3).Draw(t, "queued owner") > 0 {
+				owner = rapid.SampledFrom(q).Draw(t, "entry").owner
+			} else {
+				owner = drawOwner(t)
+			}
 			t0 := time.Now()
 			err := b.Dequeue(ctx, key, owner)
 			t1 := time.Now()

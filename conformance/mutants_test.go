@@ -43,6 +43,19 @@ var mutants = []struct {
 	{"force-deletes-anything", "Client/NotALock"}, // an operator deletes a user's list
 	{"no-owner-in-inspect", "Model"},              // nobody can tell who holds a lock
 	{"no-owner-in-inspect", "Client/InspectOwner"},
+	{"upgrade-granted", "Kinds/Model"}, // a reader's Lock is granted: a writer beside readers
+	{"upgrade-granted", "Kinds/NoUpgrade"},
+	{"readers-ignore-queue", "Kinds/Model"}, // new readers overtake a waiting writer for ever
+	{"readers-ignore-queue", "Kinds/WriterPreference"},
+	{"fair-jumps-queue", "Kinds/Model"}, // a fair writer ignores the waiters ahead of it
+	{"fair-jumps-queue", "Kinds/FairOrder"},
+	{"fair-jumps-queue", "Kinds/FairTryLock"},
+	{"no-dequeue", "Kinds/Model"}, // a waiter that gives up blocks the others until its Wait ends
+	{"no-dequeue", "Kinds/WriterPreference"},
+	{"queue-never-expires", "Kinds/Model"}, // a dead waiter blocks the key for ever
+	{"queue-never-expires", "Kinds/DeadWriter"},
+	{"shared-advances-fence", "Kinds/Model"}, // readers draw fencing tokens
+	{"shared-advances-fence", "Kinds/SharedFencing"},
 }
 
 const mutantEnv = "CONFORMANCE_MUTANT"
@@ -106,26 +119,51 @@ func TestMutantChild(t *testing.T) {
 	})
 }
 
-// mutant is a small in-memory Locker, correct unless bug names a flaw.
+var _ locker.KindLocker = (*mutant)(nil)
+
+// mutant is a small in-memory KindLocker, correct unless bug names a flaw.
 type mutant struct {
 	bug     string
 	mu      sync.Mutex
 	locks   map[string]*mutantLock
+	queues  map[string][]mutantEntry
 	subs    map[string]map[chan struct{}]bool
 	fences  map[string]uint64
 	markers map[string]int    // key + " " + request ID -> outcome (never forgotten: a test is short)
 	foreign map[string]string // keys that hold something else than a lock (Factory.Foreign)
 }
 
+// mutantLock is exclusive (owner set, holds >= 1, maybe shared holds of owner) or shared
+// (owner "", readers in shared).
 type mutantLock struct {
 	owner   string
 	holds   int
+	shared  map[string]int
 	expires time.Time
 }
 
+// mutantEntry is a wait queue entry: 'x' fair writer, 's' fair reader, 'w' plain writer.
+type mutantEntry struct {
+	owner    string
+	kind     byte
+	deadline time.Time
+}
+
+func (l *mutantLock) total(owner string) int {
+	if l == nil {
+		return 0
+	}
+	n := l.shared[owner]
+	if l.owner == owner {
+		n += l.holds
+	}
+	return n
+}
+
 func newMutant(bug string) *mutant {
-	return &mutant{bug: bug, locks: map[string]*mutantLock{}, subs: map[string]map[chan struct{}]bool{},
-		fences: map[string]uint64{}, markers: map[string]int{}, foreign: map[string]string{}}
+	return &mutant{bug: bug, locks: map[string]*mutantLock{}, queues: map[string][]mutantEntry{},
+		subs: map[string]map[chan struct{}]bool{}, fences: map[string]uint64{}, markers: map[string]int{},
+		foreign: map[string]string{}}
 }
 
 // notALock returns an error wrapping ErrNotALock when key holds a foreign value. m.mu is held.
@@ -172,6 +210,69 @@ func (m *mutant) get(key string) *mutantLock {
 	return l
 }
 
+// queue returns the live entries of key's queue. m.mu is held.
+func (m *mutant) queue(key string) []mutantEntry {
+	q := m.queues[key][:0]
+	for _, e := range m.queues[key] {
+		if time.Now().Before(e.deadline) || m.bug == "queue-never-expires" {
+			q = append(q, e)
+		}
+	}
+	m.queues[key] = q
+	return q
+}
+
+// admits reports whether a new hold of req may be granted on key, whose lock is l. m.mu is held.
+func (m *mutant) admits(req locker.AcquireRequest, l *mutantLock) bool {
+	if l != nil && (!req.Shared || l.owner != "") {
+		return false
+	}
+	for _, e := range m.queue(req.Key) {
+		switch {
+		case e.owner == req.Owner:
+			return true
+		case req.Fair && !(req.Shared && e.kind == 's') && m.bug != "fair-jumps-queue":
+			return false
+		case req.Shared && e.kind != 's' && !(m.bug == "readers-ignore-queue" && !req.Fair):
+			return false
+		}
+	}
+	return true
+}
+
+// enqueue puts req's owner in key's queue for req.Wait, keeping its place. m.mu is held.
+func (m *mutant) enqueue(req locker.AcquireRequest) {
+	q := m.queue(req.Key)
+	deadline := time.Now().Add(req.Wait)
+	for i := range q {
+		if q[i].owner == req.Owner {
+			q[i].deadline = deadline
+			return
+		}
+	}
+	kind := byte('w')
+	switch {
+	case req.Fair && req.Shared:
+		kind = 's'
+	case req.Fair:
+		kind = 'x'
+	}
+	m.queues[req.Key] = append(q, mutantEntry{req.Owner, kind, deadline})
+}
+
+// dequeue removes owner's entry from key's queue and reports whether live entries were behind
+// it. m.mu is held.
+func (m *mutant) dequeue(key, owner string) bool {
+	q := m.queue(key)
+	for i, e := range q {
+		if e.owner == owner {
+			m.queues[key] = append(q[:i], q[i+1:]...)
+			return i < len(q)-1
+		}
+	}
+	return false
+}
+
 func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -181,16 +282,16 @@ func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker
 	}
 	l := m.get(key)
 	if done, ok := m.marker(key, req.ID); ok {
-		if done > 0 && l != nil && l.owner == owner {
+		if done > 0 && l.total(owner) > 0 {
 			return locker.Acquisition{Holds: done, Token: m.token(req)}, nil
 		}
 		return locker.Acquisition{}, nil
 	}
-	if req.Fresh && l != nil && l.owner == owner && m.bug != "request-id-ignored" {
+	if req.Fresh && l.total(owner) > 0 && m.bug != "request-id-ignored" {
 		l.expires = m.lease(req.TTL)
-		return locker.Acquisition{Holds: l.holds, Token: m.token(req)}, nil
+		return locker.Acquisition{Holds: l.total(owner), Token: m.token(req)}, nil
 	}
-	if req.Reentry && (l == nil || l.owner != owner) && m.bug != "reentry-creates-lock" {
+	if req.Reentry && l.total(owner) == 0 && m.bug != "reentry-creates-lock" {
 		return locker.Acquisition{}, fmt.Errorf("mutant: %w", locker.ErrNotHeld)
 	}
 	if l == nil && m.bug == "non-atomic-acquire" {
@@ -199,27 +300,52 @@ func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker
 		m.mu.Lock()
 	}
 	switch {
-	case l == nil:
-		l = &mutantLock{owner: owner, holds: 1, expires: m.lease(req.TTL)}
-		if req.Fence {
-			m.fences[key]++
+	case l.total(owner) > 0 && !req.Shared && l.owner == "" && m.bug != "upgrade-granted":
+		return locker.Acquisition{}, fmt.Errorf("mutant: %w", locker.ErrUpgrade)
+	case l.total(owner) > 0 && !req.Shared && l.owner == "": // the bug: an upgrade
+		l.owner, l.holds = owner, 1
+		l.expires = m.lease(req.TTL)
+	case l.total(owner) > 0:
+		if req.Shared {
+			l.shared[owner]++
+		} else {
+			l.holds++
 		}
-		m.locks[key] = l
-	case l.owner == owner:
-		l.holds++
 		if m.bug != "reentry-keeps-lease" {
 			l.expires = m.lease(req.TTL)
 		}
-		if req.Fence && m.bug == "fence-per-acquire" {
+		if req.Fence && (m.bug == "fence-per-acquire" || (req.Shared && m.bug == "shared-advances-fence")) {
 			m.fences[key]++
 		}
-	default:
+	case !m.admits(req, l):
+		if req.Wait > 0 && (req.Fair || !req.Shared) {
+			m.enqueue(req)
+		}
+		if l == nil {
+			return locker.Acquisition{}, nil
+		}
 		return locker.Acquisition{TTL: time.Until(l.expires)}, nil
+	default:
+		if l == nil {
+			l = &mutantLock{shared: map[string]int{}}
+			m.locks[key] = l
+		}
+		if req.Shared {
+			l.shared[owner]++
+		} else {
+			l.owner, l.holds = owner, 1
+		}
+		if req.Fence && (!req.Shared || m.bug == "shared-advances-fence") {
+			m.fences[key]++
+		}
+		l.expires = m.lease(req.TTL)
+		m.dequeue(key, owner)
 	}
+	holds := l.total(owner)
 	if !req.Fresh {
-		m.remember(key, req.ID, l.holds)
+		m.remember(key, req.ID, holds)
 	}
-	return locker.Acquisition{Holds: l.holds, Token: m.token(req)}, nil
+	return locker.Acquisition{Holds: holds, Token: m.token(req)}, nil
 }
 
 func (m *mutant) token(req locker.AcquireRequest) uint64 {
@@ -249,27 +375,43 @@ func (m *mutant) Release(ctx context.Context, req locker.ReleaseRequest) (int, e
 		return done, nil
 	}
 	l := m.get(key)
+	all := req.Undo && req.Fresh
 	switch {
-	case l != nil && l.owner != owner && m.bug == "release-without-owner-check":
-		l.holds = 1
-	case l == nil || l.owner != owner:
+	case l != nil && l.owner != "" && l.owner != owner && !req.Shared && m.bug == "release-without-owner-check":
+		l.owner, l.holds = owner, 1
+	case l == nil, all && l.total(owner) == 0, !all && req.Shared && l.shared[owner] == 0,
+		!all && !req.Shared && l.owner != owner:
 		return 0, fmt.Errorf("mutant: %w", locker.ErrNotHeld)
 	}
-	if req.Undo && req.Fresh {
-		l.holds = 0
-	} else {
-		l.holds--
+	switch {
+	case all:
+		delete(l.shared, owner)
+		if l.owner == owner {
+			l.owner, l.holds = "", 0
+		}
+	case req.Shared:
+		if l.shared[owner]--; l.shared[owner] == 0 {
+			delete(l.shared, owner)
+		}
+	default:
+		if l.holds--; l.holds == 0 {
+			l.owner = ""
+			if len(l.shared) > 0 {
+				m.notify(key)
+			}
+		}
 	}
+	left := l.total(owner)
 	if !req.Undo {
-		m.remember(key, req.ID, l.holds)
+		m.remember(key, req.ID, left)
 	}
-	if l.holds == 0 {
+	if l.owner == "" && len(l.shared) == 0 {
 		delete(m.locks, key)
 		if m.bug != "no-notice-on-release" {
 			m.notify(key)
 		}
 	}
-	return l.holds, nil
+	return left, nil
 }
 
 func (m *mutant) Renew(ctx context.Context, batch []locker.Renewal) []error {
@@ -278,7 +420,7 @@ func (m *mutant) Renew(ctx context.Context, batch []locker.Renewal) []error {
 	errs := make([]error, len(batch))
 	for i, r := range batch {
 		l := m.get(r.Key)
-		if l == nil || (l.owner != r.Owner && m.bug != "renew-without-owner-check") {
+		if l == nil || (l.total(r.Owner) == 0 && m.bug != "renew-without-owner-check") {
 			errs[i] = fmt.Errorf("mutant: %w", locker.ErrNotHeld)
 			continue
 		}
@@ -293,14 +435,23 @@ func (m *mutant) Inspect(ctx context.Context, key string) (locker.State, error) 
 	if err := m.notALock(key); err != nil {
 		return locker.State{}, err
 	}
-	if l := m.get(key); l != nil {
-		st := locker.State{Locked: true, Owner: l.owner, Holds: l.holds, TTL: time.Until(l.expires)}
-		if m.bug == "no-owner-in-inspect" {
-			st.Owner = ""
+	st := locker.State{Queued: len(m.queue(key))}
+	l := m.get(key)
+	switch {
+	case l == nil:
+	case l.owner != "":
+		st.Locked, st.Owner, st.Holds, st.TTL = true, l.owner, l.total(l.owner), time.Until(l.expires)
+	default:
+		st.Locked, st.Shared, st.Readers, st.TTL = true, true, len(l.shared), time.Until(l.expires)
+		for o, n := range l.shared {
+			st.Owner = o
+			st.Holds += n
 		}
-		return st, nil
 	}
-	return locker.State{}, nil
+	if m.bug == "no-owner-in-inspect" {
+		st.Owner = ""
+	}
+	return st, nil
 }
 
 func (m *mutant) ForceRelease(ctx context.Context, key string) (bool, error) {
@@ -317,6 +468,15 @@ func (m *mutant) ForceRelease(ctx context.Context, key string) (bool, error) {
 	delete(m.locks, key)
 	m.notify(key)
 	return true, nil
+}
+
+func (m *mutant) Dequeue(ctx context.Context, key, owner string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.bug != "no-dequeue" && m.dequeue(key, owner) {
+		m.notify(key)
+	}
+	return nil
 }
 
 func (m *mutant) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
