@@ -122,6 +122,31 @@ func companionsOfOthers(t *testing.T, d driver, addr string, do onServer) {
 			t.Errorf("after a refused Release: %+v, %v; want the one hold", st, err)
 		}
 
+		// The wait queue: a reader, a writer that waits and a fair TryLock read it, a refused
+		// writer would write it; Inspect and Dequeue read it.
+		key = fmt.Sprintf("companions:%s:queue:%s", d.name, v.name)
+		unchanged = plant(t, do, v, rediscore.QueueKey(key))
+		_, err = c.TryRLock(ctx, key)
+		notALock("TryRLock, "+v.name+" at the queue", err)
+		_, err = c.TryLock(ctx, key, locker.WithFair())
+		notALock("fair TryLock, "+v.name+" at the queue", err)
+		if existsOn(t, do, key) {
+			t.Errorf("TryRLock, %s at the queue: the lock %s was written", v.name, key)
+		}
+		if _, err := b.Acquire(ctx, locker.AcquireRequest{Key: key, Owner: "o", TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = b.Acquire(ctx, locker.AcquireRequest{Key: key, Owner: "w", TTL: time.Minute, Wait: time.Minute})
+		notALock("a refused Acquire that waits, "+v.name+" at the queue", err)
+		_, err = b.Inspect(ctx, key)
+		notALock("Inspect, "+v.name+" at the queue", err)
+		err = b.(locker.KindLocker).Dequeue(ctx, key, "w")
+		notALock("Dequeue, "+v.name+" at the queue", err)
+		unchanged("the queue's readers and writers")
+		if err := b.Renew(ctx, []locker.Renewal{{Key: key, Owner: "o", TTL: time.Minute}})[0]; err != nil {
+			t.Errorf("Renew of the lock, %s at its queue: %v, want renewed", v.name, err)
+		}
+
 		key = fmt.Sprintf("companions:%s:unlock:%s", d.name, v.name)
 		p := &plantOnRelease{Locker: b, plant: func(name string) { unchanged = plant(t, do, v, name) }}
 		pc := locker.New(p)
