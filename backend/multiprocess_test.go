@@ -56,11 +56,16 @@ type workerSpec struct {
 	Driver  string        // the name of its workerRole
 	Addrs   []string      // the server, or the nodes of a quorum (one backend of Driver each)
 	Key     string        // the lock's key
-	Ops     int           // Lock/Unlock cycles
+	Ops     int           // Lock/Unlock cycles (with a Mode: at most)
 	Out     string        // where to write its history
 	Ready   string        // the list it pushes to once connected
 	Start   string        // the list it pops the start signal from
 	Timeout time.Duration // for the whole run, start signal included
+
+	// Mode is "" for cycles (Lock/Unlock, as fast as it can), or readerMode or writerMode for a
+	// readers/writer run (rwCycles) of For.
+	Mode string
+	For  time.Duration
 }
 
 // Four processes, each with another driver or configuration (workerRoles), lock and unlock one
@@ -92,9 +97,39 @@ func TestMultiProcessExclusionQuorum(t *testing.T) {
 // multiProcess runs the workers, n cycles each, on the server (one address) or the quorum of
 // servers at addrs, and checks the merged history.
 func multiProcess(t *testing.T, n int, addrs ...string) {
-	srv := addrs[0] // also carries the start signal
-	dir := t.TempDir()
 	timeout := time.Minute + time.Duration(n*len(workerRoles))*5*time.Millisecond
+	var specs []workerSpec
+	for i, role := range workerRoles {
+		specs = append(specs, workerSpec{Process: i, Driver: role.name, Addrs: addrs, Key: "multiprocess", Ops: n, Timeout: timeout})
+	}
+	ops, wall := runWorkers(t, specs)
+	res := history.Check(ops, history.Options{Fenced: true, Timeout: timeout})
+	var roles []string
+	for i, r := range workerRoles {
+		roles = append(roles, fmt.Sprintf("p%d %s", i, r.name))
+	}
+	t.Logf("%d workers (%s) × %d Lock/Unlock on %d server(s): %v; workers' wall time %v",
+		len(workerRoles), strings.Join(roles, ", "), n, len(addrs), res, wall.Round(time.Millisecond))
+	failOnViolations(t, res)
+	if want := 2 * n * len(workerRoles); res.Ops != want || res.Processes != len(workerRoles) || res.Sections != n*len(workerRoles) {
+		t.Fatalf("checked %v, want %d ops of %d processes", res, want, len(workerRoles))
+	}
+	if res.Handoffs < len(workerRoles)-1 {
+		t.Fatalf("%d handoffs between %d processes", res.Handoffs, len(workerRoles))
+	}
+}
+
+// runWorkers starts a worker process for each of specs (their Out, Ready and Start are set
+// here; the first of Addrs of the first carries the signals), waits until all are connected,
+// starts them at once, and returns their merged history and the time from the start signal to
+// the last exit. A worker that fails fails t.
+func runWorkers(t *testing.T, specs []workerSpec) ([]history.Op, time.Duration) {
+	srv := specs[0].Addrs[0]
+	dir := t.TempDir()
+	var timeout time.Duration
+	for _, s := range specs {
+		timeout = max(timeout, s.Timeout)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
 	defer cancel()
 
@@ -102,15 +137,13 @@ func multiProcess(t *testing.T, n int, addrs ...string) {
 		i   int
 		err error
 	}
-	exits := make(chan exit, len(workerRoles))
-	outputs := make([]*bytes.Buffer, len(workerRoles))
+	exits := make(chan exit, len(specs))
+	outputs := make([]*bytes.Buffer, len(specs))
 	var paths []string
-	for i, role := range workerRoles {
-		spec := workerSpec{
-			Process: i, Driver: role.name, Addrs: addrs, Key: "multiprocess", Ops: n,
-			Out:   filepath.Join(dir, fmt.Sprintf("%d-%s.jsonl", i, role.name)),
-			Ready: "multiprocess:ready", Start: "multiprocess:start", Timeout: timeout,
-		}
+	for i := range specs {
+		spec := &specs[i]
+		spec.Out = filepath.Join(dir, fmt.Sprintf("%d-%s.jsonl", spec.Process, spec.Driver))
+		spec.Ready, spec.Start = "multiprocess:ready", "multiprocess:start"
 		paths = append(paths, spec.Out)
 		raw, err := json.Marshal(spec)
 		if err != nil {
@@ -127,12 +160,12 @@ func multiProcess(t *testing.T, n int, addrs ...string) {
 		go func() { exits <- exit{i, cmd.Wait()} }()
 	}
 	failed := func(e exit) {
-		t.Errorf("worker %d (%s): %v\n%s", e.i, workerRoles[e.i].name, e.err, outputs[e.i])
+		t.Errorf("worker %d (%s %s): %v\n%s", specs[e.i].Process, specs[e.i].Driver, specs[e.i].Mode, e.err, outputs[e.i])
 	}
 
 	// Every worker has connected and waits for the start signal.
 	deadline := time.Now().Add(time.Minute)
-	for ready := 0; ready < len(workerRoles); {
+	for ready := 0; ready < len(specs); {
 		select {
 		case e := <-exits:
 			failed(e)
@@ -140,7 +173,7 @@ func multiProcess(t *testing.T, n int, addrs ...string) {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d workers ready after a minute", ready, len(workerRoles))
+			t.Fatalf("%d of %d workers ready after a minute", ready, len(specs))
 		}
 		if v, err := redistest.Do(srv, 5*time.Second, "BLPOP", "multiprocess:ready", "1"); err != nil {
 			t.Fatal(err)
@@ -150,13 +183,13 @@ func multiProcess(t *testing.T, n int, addrs ...string) {
 	}
 	start := time.Now()
 	push := []string{"RPUSH", "multiprocess:start"}
-	for range workerRoles {
+	for range specs {
 		push = append(push, "go")
 	}
 	if _, err := redistest.Do(srv, 5*time.Second, push...); err != nil {
 		t.Fatal(err)
 	}
-	for range workerRoles {
+	for range specs {
 		if e := <-exits; e.err != nil {
 			failed(e)
 		}
@@ -165,31 +198,25 @@ func multiProcess(t *testing.T, n int, addrs ...string) {
 	if t.Failed() {
 		t.FailNow()
 	}
-
 	ops, err := history.ReadFiles(paths...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := history.Check(ops, history.Options{Fenced: true, Timeout: timeout})
-	var roles []string
-	for i, r := range workerRoles {
-		roles = append(roles, fmt.Sprintf("p%d %s", i, r.name))
+	return ops, wall
+}
+
+// failOnViolations fails t with res's violations, and the path of porcupine's view of the
+// history, when it has any.
+func failOnViolations(t *testing.T, res *history.Result) {
+	t.Helper()
+	if res.OK() {
+		return
 	}
-	t.Logf("%d workers (%s) × %d Lock/Unlock on %d server(s): %v; workers' wall time %v",
-		len(workerRoles), strings.Join(roles, ", "), n, len(addrs), res, wall.Round(time.Millisecond))
-	if !res.OK() {
-		path, err := res.VisualizeTemp()
-		if err != nil {
-			t.Errorf("writing the visualization: %v", err)
-		}
-		t.Fatalf("%d violations:\n%s\nporcupine's view of the history: %s", len(res.Violations), strings.Join(res.Violations, "\n"), path)
+	path, err := res.VisualizeTemp()
+	if err != nil {
+		t.Errorf("writing the visualization: %v", err)
 	}
-	if want := 2 * n * len(workerRoles); res.Ops != want || res.Processes != len(workerRoles) || res.Sections != n*len(workerRoles) {
-		t.Fatalf("checked %v, want %d ops of %d processes", res, want, len(workerRoles))
-	}
-	if res.Handoffs < len(workerRoles)-1 {
-		t.Fatalf("%d handoffs between %d processes", res.Handoffs, len(workerRoles))
-	}
+	t.Fatalf("%d violations:\n%s\nporcupine's view of the history: %s", len(res.Violations), strings.Join(res.Violations, "\n"), path)
 }
 
 // multiProcessOps returns the number of cycles per worker: LOCKER_MULTIPROCESS_OPS, or the
@@ -208,12 +235,13 @@ func multiProcessOps(t *testing.T, div int) int {
 	return defaultMultiProcessOps / div
 }
 
-// TestMultiProcessWorker is one worker process of TestMultiProcessExclusion: it connects with
-// its driver, waits for the start signal, runs its cycles and writes its history.
+// TestMultiProcessWorker is one worker process of TestMultiProcessExclusion (and
+// TestMultiProcessReadersWriter): it connects with its driver, waits for the start signal, runs
+// its cycles (or its readers/writer cycles) and writes its history.
 func TestMultiProcessWorker(t *testing.T) {
 	raw := os.Getenv(workerEnv)
 	if raw == "" {
-		t.Skip("run by TestMultiProcessExclusion in a child process")
+		t.Skip("run by TestMultiProcessExclusion and TestMultiProcessReadersWriter in a child process")
 	}
 	var spec workerSpec
 	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
@@ -250,7 +278,15 @@ func TestMultiProcessWorker(t *testing.T) {
 		t.Fatalf("no start signal within a minute: %v", err)
 	}
 	rec := history.NewRecorder(spec.Process)
-	err := cycles(ctx, c, spec.Key, spec.Ops, rec)
+	var err error
+	switch spec.Mode {
+	case "":
+		err = cycles(ctx, c, spec.Key, spec.Ops, rec)
+	case readerMode, writerMode:
+		err = rwCycles(ctx, c, spec.Key, spec.Mode == readerMode, spec.For, spec.Ops, rec)
+	default:
+		t.Fatalf("no mode %q", spec.Mode)
+	}
 	if werr := rec.WriteFile(spec.Out); werr != nil {
 		t.Fatal(werr)
 	}
