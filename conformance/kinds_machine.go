@@ -228,7 +228,8 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 					continue
 				}
 				// A refused request that waits queues, or keeps its place for Wait from now.
-				e := kindEntry{owner: owner, kind: 'w', lo: t0.Add(req.Wait), hi: t1.Add(req.Wait)}
+				// The deadline may be counted on a clock in whole milliseconds: 1ms either way.
+				e := kindEntry{owner: owner, kind: 'w', lo: t0.Add(req.Wait - time.Millisecond), hi: t1.Add(req.Wait + time.Millisecond)}
 				switch {
 				case req.Fair && req.Shared:
 					e.kind = 's'
