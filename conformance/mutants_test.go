@@ -43,6 +43,11 @@ var mutants = []struct {
 	{"force-deletes-anything", "Client/NotALock"}, // an operator deletes a user's list
 	{"no-owner-in-inspect", "Model"},              // nobody can tell who holds a lock
 	{"no-owner-in-inspect", "Client/InspectOwner"},
+	// The seeds' bugs (../shared/README.md), with readers.
+	{"ttl-in-nanoseconds", "Kinds/Model"},
+	{"renew-without-owner-check", "Kinds/Model"},
+	{"reentry-keeps-lease", "Kinds/Model"},
+	{"release-without-owner-check", "Kinds/Model"},
 	{"upgrade-granted", "Kinds/Model"}, // a reader's Lock is granted: a writer beside readers
 	{"upgrade-granted", "Kinds/NoUpgrade"},
 	{"readers-ignore-queue", "Kinds/Model"}, // new readers overtake a waiting writer for ever
@@ -379,6 +384,8 @@ func (m *mutant) Release(ctx context.Context, req locker.ReleaseRequest) (int, e
 	switch {
 	case l != nil && l.owner != "" && l.owner != owner && !req.Shared && m.bug == "release-without-owner-check":
 		l.owner, l.holds = owner, 1
+	case l != nil && l.owner == "" && l.shared[owner] == 0 && req.Shared && m.bug == "release-without-owner-check":
+		l.shared = map[string]int{owner: 1} // a plain DEL: every reader's holds go
 	case l == nil, all && l.total(owner) == 0, !all && req.Shared && l.shared[owner] == 0,
 		!all && !req.Shared && l.owner != owner:
 		return 0, fmt.Errorf("mutant: %w", locker.ErrNotHeld)
