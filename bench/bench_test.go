@@ -1,6 +1,7 @@
 package bench_test
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -68,7 +69,7 @@ func run(b *testing.B, names ...string) {
 			if len(names) > 1 {
 				sub = name + "/" + lib.Name
 			}
-			b.Run(sub, func(b *testing.B) { bench.Bench(b, s, lib, bench.Config{}, &results) })
+			b.Run(sub, func(b *testing.B) { bench.Bench(b, s, lib, bench.Config{Hold: *hold}, &results) })
 		}
 	}
 }
@@ -89,6 +90,9 @@ func BenchmarkParallel(b *testing.B) { run(b, "parallel-procs", "parallel-64") }
 // 3. Contention: 8 goroutines on one key, holding it 100µs: with one shared Client, and with a
 // Client each.
 func BenchmarkContention(b *testing.B) { run(b, "contention-shared", "contention-separate") }
+
+// hold is how long the contention scenarios hold the lock (-hold=1ms); 0: bench.DefaultHold.
+var hold = flag.Duration("hold", 0, "how long each contending goroutine holds the lock (default 100µs)")
 
 // 3a. Read-write and fair: 8 readers sharing one key (against 3's 8 writers), 8 readers and one
 // writer, and 8 fair Lock calls, a Client each, every hold 100µs.

@@ -3,6 +3,7 @@ package compare_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"slices"
@@ -57,6 +58,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// hold is how long the contention scenarios hold the lock (-hold=1ms); 0: bench.DefaultHold.
+var hold = flag.Duration("hold", 0, "how long each contending goroutine holds the lock (default 100µs)")
+
 // run starts a redis-server and runs the scenarios called names on every library.
 func run(b *testing.B, names ...string) {
 	addr := bench.StartRedis(b)
@@ -83,7 +87,7 @@ func run(b *testing.B, names ...string) {
 			}
 			b.Run(sub, func(b *testing.B) {
 				rueidislockStalls.Store(0)
-				bench.Bench(b, s, lib, bench.Config{}, &results)
+				bench.Bench(b, s, lib, bench.Config{Hold: *hold}, &results)
 				if lib.Name == "rueidislock" && contended {
 					b.ReportMetric(float64(rueidislockStalls.Load()), "stalls")
 				}

@@ -184,9 +184,10 @@ type Result struct {
 	WaitP99        time.Duration `json:"wait_p99_ns,omitempty"`
 	WaitMax        time.Duration `json:"wait_max_ns,omitempty"`
 	Fairness       float64       `json:"fairness,omitempty"`
-	// Readers and a writer: the writer's acquisitions and their wait's p99.
-	Writes       int           `json:"writes,omitempty"`
-	WriteWaitP99 time.Duration `json:"write_wait_p99_ns,omitempty"`
+	// Readers and a writer: the writer's acquisitions.
+	Writes int `json:"writes,omitempty"`
+	// Readers: their acquisitions per second over those of as many writers with the same hold.
+	Speedup float64 `json:"speedup,omitempty"`
 
 	// Many hot keys: the keys and the Clients (Goroutines is their product), and the server
 	// connections per Client — the peak of the server's count during the run less its count
@@ -234,7 +235,10 @@ func (r Result) Metrics() []Metric {
 			Metric{r.Fairness, "fairness"})
 	}
 	if r.Writes > 0 {
-		ms = append(ms, Metric{float64(r.Writes), "writes"}, Metric{micros(r.WriteWaitP99), "write-wait-p99-µs"})
+		ms = append(ms, Metric{float64(r.Writes), "writes"})
+	}
+	if r.Speedup > 0 {
+		ms = append(ms, Metric{r.Speedup, "speedup"})
 	}
 	if r.ConnsPerClient != 0 {
 		ms = append(ms, Metric{r.ConnsPerClient, "conns/client"}, Metric{r.PubSubConnsPerClient, "pubsub-conns/client"})
@@ -300,9 +304,9 @@ func Scenarios() []Scenario {
 			}},
 		{"contention-fair", "N goroutines take turns on one key with a short hold, a client each, every Lock fair (WithFair)",
 			FairContention},
-		{"readers", "N readers share one key with a short hold, a client each: to set against contention-separate's N writers",
+		{"readers", "N readers share one key, a client each, holding it by sleeping; then N writers with the same hold: the speedup",
 			Readers},
-		{"readers-writer", "N readers and one writer on one key with a short hold, a client each: is the writer starved?",
+		{"readers-writer", "N readers and one writer on one key, a client each, holding it by sleeping: is the writer starved?",
 			ReadersWriter},
 		{"many-hot-keys", "1,000 keys (by default), 4 goroutines on each with a short hold, one per Client of 4: waits, and server connections per Client",
 			func(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, error) {

@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/hashlock/locker"
 )
@@ -61,11 +57,87 @@ func fairLock(m Mutex) (func(ctx context.Context, key string) (Held, error), err
 	return nil, ErrNotApplicable
 }
 
+// openKinds opens one client of lib per goroutine of cfg (plus one writer, with writer), and
+// the lock function lockOf gives for each (the writer's: Lock). It warms them up on key.
+func openKinds(ctx context.Context, lib Lib, cfg Config, key string, writer bool, lockOf lockFunc) ([]Mutex, []func(ctx context.Context, key string) (Held, error), func(), error) {
+	n := cfg.Goroutines
+	if writer {
+		n++
+	}
+	ms := make([]Mutex, 0, n)
+	locks := make([]func(ctx context.Context, key string) (Held, error), 0, n)
+	var closes []func()
+	closeAll := func() {
+		for _, c := range closes {
+			c()
+		}
+	}
+	for g := range n {
+		m, done, err := lib.Open()
+		if err != nil {
+			closeAll()
+			return nil, nil, nil, err
+		}
+		closes = append(closes, done)
+		lock := m.Lock
+		if !writer || g < n-1 {
+			if lock, err = lockOf(m); err != nil {
+				closeAll()
+				return nil, nil, nil, err
+			}
+		}
+		if err := lockUnlockWith(ctx, lock, key, warmOps); err != nil {
+			closeAll()
+			return nil, nil, nil, err
+		}
+		ms, locks = append(ms, m), append(locks, lock)
+	}
+	return ms, locks, closeAll, nil
+}
+
 // Readers measures cfg.Goroutines readers, a Client each, taking shared holds of one key for
-// cfg.Hold (busy) each: acquisitions per second, to set against contention-separate's writers
-// with the same hold (readers share the key, so they should scale with the goroutines).
+// cfg.Hold each, then, as its baseline, the same Clients taking exclusive holds of another key
+// (N/4 of them): reader acquisitions per second, and their ratio to the writers' (Speedup).
+// Both hold by sleeping, as work that waits on I/O does: busy holds would measure the machine's
+// cores, not the lock.
 func Readers(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, error) {
-	return contention(ctx, r, lib, cfg, false, "readers", readLock)
+	cfg = cfg.withDefaults()
+	key := newKey("readers")
+	ms, locks, done, err := openKinds(ctx, lib, cfg, key, false, readLock)
+	if err != nil {
+		return Result{}, err
+	}
+	defer done()
+	writers := make([]func(ctx context.Context, key string) (Held, error), len(ms))
+	for g, m := range ms {
+		writers[g] = m.Lock
+	}
+	wkey := newKey("readers-baseline")
+	if err := lockUnlockWith(ctx, writers[0], wkey, warmOps); err != nil {
+		return Result{}, err
+	}
+	n := r.N()
+	before, _ := callsOf(ms...)
+	r.ResetTimer()
+	t, err := turns(ctx, locks, key, n, cfg.Hold, true)
+	r.StopTimer()
+	if err != nil {
+		return Result{}, err
+	}
+	after, _ := callsOf(ms...)
+	base, err := turns(ctx, writers, wkey, max(n/4, len(ms)), cfg.Hold, true)
+	if err != nil {
+		return Result{}, err
+	}
+	res := newResult(lib, "readers", n, t.elapsed)
+	res.Goroutines = cfg.Goroutines
+	t.fill(&res)
+	res.Fairness = Fairness(t.counts)
+	res.Speedup = res.HandoffsPerSec / (float64(len(base.waits)) / base.elapsed.Seconds())
+	if res.RoundTripsPerOp = float64(after.Sub(before).RoundTrips()) / float64(n); after == before {
+		res.RoundTripsPerOp = 0
+	}
+	return res, nil
 }
 
 // FairContention is contention-separate with every Lock fair (locker.WithFair): the goroutines
@@ -75,74 +147,29 @@ func FairContention(ctx context.Context, r Runner, lib Lib, cfg Config) (Result,
 }
 
 // ReadersWriter measures cfg.Goroutines readers and one writer on one key, a Client each,
-// every hold cfg.Hold (busy), until N acquisitions in all: acquisitions per second, the
-// readers' waits, and the writer's waits and share of the acquisitions (a writer that readers
-// starve gets almost none).
+// every hold cfg.Hold (sleeping, as in Readers), until N acquisitions in all: acquisitions per
+// second, the waits of all, and the writer's acquisitions (a writer that readers starve gets
+// almost none).
 func ReadersWriter(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, error) {
 	cfg = cfg.withDefaults()
-	ms := make([]Mutex, cfg.Goroutines+1) // the last is the writer
-	locks := make([]func(ctx context.Context, key string) (Held, error), len(ms))
-	for g := range ms {
-		m, done, err := lib.Open()
-		if err != nil {
-			return Result{}, err
-		}
-		defer done()
-		ms[g] = m
-		if locks[g], err = readLock(m); err != nil {
-			return Result{}, err
-		}
-	}
-	locks[len(ms)-1] = ms[len(ms)-1].Lock
 	key := newKey("readers-writer")
-	for g := range ms {
-		if err := lockUnlockWith(ctx, locks[g], key, warmOps); err != nil {
-			return Result{}, err
-		}
-	}
-
-	n := r.N()
-	waits := make([]time.Duration, n) // allocated before the timer starts
-	var writes []time.Duration
-	var next atomic.Int64
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	before, _ := callsOf(ms...)
-	r.ResetTimer()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for g := range ms {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) || ctx.Err() != nil {
-					return
-				}
-				wait, err := takeTurn(ctx, locks[g], key, cfg.Hold)
-				if err != nil {
-					cancel(err)
-					return
-				}
-				waits[i] = wait
-				if g == len(ms)-1 {
-					writes = append(writes, wait)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	r.StopTimer()
-	if err := context.Cause(ctx); err != nil {
+	ms, locks, done, err := openKinds(ctx, lib, cfg, key, true, readLock)
+	if err != nil {
 		return Result{}, err
 	}
-	res := newResult(lib, "readers-writer", n, elapsed)
+	defer done()
+	n := r.N()
+	before, _ := callsOf(ms...)
+	r.ResetTimer()
+	t, err := turns(ctx, locks, key, n, cfg.Hold, true)
+	r.StopTimer()
+	if err != nil {
+		return Result{}, err
+	}
+	res := newResult(lib, "readers-writer", n, t.elapsed)
 	res.Goroutines = len(ms)
-	res.HandoffsPerSec = float64(n) / elapsed.Seconds()
-	slices.Sort(waits)
-	res.WaitP50, res.WaitP99, res.WaitMax = Percentile(waits, 50), Percentile(waits, 99), Percentile(waits, 100)
-	slices.Sort(writes)
-	res.Writes, res.WriteWaitP99 = len(writes), Percentile(writes, 99)
+	t.fill(&res)
+	res.Writes = t.counts[len(ms)-1]
 	roundTrips(&res, before, ms...)
 	return res, nil
 }

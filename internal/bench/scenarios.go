@@ -329,23 +329,53 @@ func contention(ctx context.Context, r Runner, lib Lib, cfg Config, shared bool,
 	}
 
 	n := r.N()
-	waits := make([]time.Duration, n) // allocated before the timer starts
+	before, _ := callsOf(ms...)
+	r.ResetTimer()
+	t, err := turns(ctx, locks, key, n, cfg.Hold, false)
+	r.StopTimer()
+	if err != nil {
+		return Result{}, err
+	}
+	res := newResult(lib, name, n, t.elapsed)
+	res.Goroutines = cfg.Goroutines
+	t.fill(&res)
+	res.Fairness = Fairness(t.counts)
+	roundTrips(&res, before, ms...)
+	return res, nil
+}
+
+// turnsRun is what turns measured.
+type turnsRun struct {
+	elapsed time.Duration
+	waits   []time.Duration // of every acquisition, sorted
+	counts  []int           // acquisitions per goroutine
+}
+
+// fill sets res's handoffs per second and wait percentiles.
+func (t turnsRun) fill(res *Result) {
+	res.HandoffsPerSec = float64(len(t.waits)) / t.elapsed.Seconds()
+	res.WaitP50, res.WaitP99, res.WaitMax = Percentile(t.waits, 50), Percentile(t.waits, 99), Percentile(t.waits, 100)
+}
+
+// turns runs one goroutine per lock function of locks, each taking turns on key (lock, hold
+// for hold, unlock) until n acquisitions in all. The hold is busy, as a critical section's
+// work would be, or, with sleep, a sleep, as one that waits on I/O would be.
+func turns(ctx context.Context, locks []func(ctx context.Context, key string) (Held, error), key string, n int, hold time.Duration, sleep bool) (turnsRun, error) {
+	waits := make([]time.Duration, n)
+	counts := make([]int, len(locks))
 	var next atomic.Int64
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	before, _ := callsOf(ms...)
-	r.ResetTimer()
 	start := time.Now()
-	counts := make([]int, len(ms)) // acquisitions per goroutine
 	var wg sync.WaitGroup
-	for g := range ms {
+	for g := range locks {
 		wg.Go(func() {
 			for {
 				i := next.Add(1) - 1
 				if i >= int64(n) || ctx.Err() != nil {
 					return
 				}
-				wait, err := takeTurn(ctx, locks[g], key, cfg.Hold)
+				wait, err := takeTurn(ctx, locks[g], key, hold, sleep)
 				if err != nil {
 					cancel(err)
 					return
@@ -357,18 +387,11 @@ func contention(ctx context.Context, r Runner, lib Lib, cfg Config, shared bool,
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	r.StopTimer()
 	if err := context.Cause(ctx); err != nil {
-		return Result{}, err
+		return turnsRun{}, err
 	}
-	res := newResult(lib, name, n, elapsed)
-	res.Goroutines = cfg.Goroutines
-	res.HandoffsPerSec = float64(n) / elapsed.Seconds()
 	slices.Sort(waits)
-	res.WaitP50, res.WaitP99, res.WaitMax = Percentile(waits, 50), Percentile(waits, 99), Percentile(waits, 100)
-	res.Fairness = Fairness(counts)
-	roundTrips(&res, before, ms...)
-	return res, nil
+	return turnsRun{elapsed: elapsed, waits: waits, counts: counts}, nil
 }
 
 // HotKeyClients is the number of Clients of the many-hot-keys scenario, and of goroutines on
@@ -473,7 +496,7 @@ func ManyHotKeys(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, er
 					if i >= int64(n) || ctx.Err() != nil {
 						return
 					}
-					wait, err := takeTurn(ctx, m.Lock, key, cfg.Hold)
+					wait, err := takeTurn(ctx, m.Lock, key, cfg.Hold, false)
 					if err != nil {
 						cancel(err)
 						return
@@ -732,15 +755,19 @@ func Percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[min(max(rank, 1), len(sorted))-1]
 }
 
-// takeTurn locks key with m, holds it for hold (busy, as the critical section's work would) and
-// unlocks it. It returns how long Lock waited, from the call to the acquisition.
-func takeTurn(ctx context.Context, lock func(ctx context.Context, key string) (Held, error), key string, hold time.Duration) (time.Duration, error) {
+// takeTurn locks key with lock, holds it for hold (busy, as the critical section's work would be;
+// with sleep, sleeping first, as one that waits on I/O would) and unlocks it. It returns how long
+// Lock waited, from the call to the acquisition.
+func takeTurn(ctx context.Context, lock func(ctx context.Context, key string) (Held, error), key string, hold time.Duration, sleep bool) (time.Duration, error) {
 	called := time.Now()
 	h, err := lock(ctx, key)
 	if err != nil {
 		return 0, fmt.Errorf("lock: %w", err)
 	}
 	got := time.Now()
+	if sleep {
+		time.Sleep(hold)
+	}
 	for time.Since(got) < hold {
 		// Busy: the critical section's work.
 	}

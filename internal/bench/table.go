@@ -57,11 +57,14 @@ func WriteTable(w io.Writer, results []Result, markdown bool) error {
 		t.end()
 	}
 	if len(cont) > 0 {
-		t.header("scenario", "lib", "goroutines", "handoffs/s", "wait p50", "wait p99", "wait max", "fairness", "writes (p99)", "B/op", "allocs/op", "roundtrips/op")
+		t.header("scenario", "lib", "goroutines", "handoffs/s", "wait p50", "wait p99", "wait max", "fairness", "writes or speedup", "B/op", "allocs/op", "roundtrips/op")
 		for _, r := range cont {
 			writes := "-"
-			if r.Writes > 0 {
-				writes = fmt.Sprintf("%d (%s)", r.Writes, Dur(r.WriteWaitP99))
+			switch {
+			case r.Writes > 0:
+				writes = fmt.Sprint(r.Writes)
+			case r.Speedup > 0:
+				writes = fmt.Sprintf("%.1f×", r.Speedup)
 			}
 			t.row(r.Scenario, r.Lib, fmt.Sprint(r.Goroutines), fmt.Sprintf("%.0f", r.HandoffsPerSec),
 				Dur(r.WaitP50), Dur(r.WaitP99), Dur(r.WaitMax), fmt.Sprintf("%.2f", r.Fairness), writes,
