@@ -116,27 +116,17 @@ func Readers(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, error)
 	if err := lockUnlockWith(ctx, writers[0], wkey, warmOps); err != nil {
 		return Result{}, err
 	}
-	n := r.N()
-	before, _ := callsOf(ms...)
-	r.ResetTimer()
-	t, err := turns(ctx, locks, key, n, cfg.Hold, true)
-	r.StopTimer()
+	res, t, err := measureTurns(ctx, r, lib, "readers", ms, locks, key, cfg.Hold, true)
 	if err != nil {
 		return Result{}, err
 	}
-	after, _ := callsOf(ms...)
-	base, err := turns(ctx, writers, wkey, max(n/4, len(ms)), cfg.Hold, true)
+	base, err := turns(ctx, writers, wkey, max(res.N/4, len(ms)), cfg.Hold, true)
 	if err != nil {
 		return Result{}, err
 	}
-	res := newResult(lib, "readers", n, t.elapsed)
 	res.Goroutines = cfg.Goroutines
-	t.fill(&res)
 	res.Fairness = Fairness(t.counts)
 	res.Speedup = res.HandoffsPerSec / (float64(len(base.waits)) / base.elapsed.Seconds())
-	if res.RoundTripsPerOp = float64(after.Sub(before).RoundTrips()) / float64(n); after == before {
-		res.RoundTripsPerOp = 0
-	}
 	return res, nil
 }
 
@@ -158,18 +148,11 @@ func ReadersWriter(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, 
 		return Result{}, err
 	}
 	defer done()
-	n := r.N()
-	before, _ := callsOf(ms...)
-	r.ResetTimer()
-	t, err := turns(ctx, locks, key, n, cfg.Hold, true)
-	r.StopTimer()
+	res, t, err := measureTurns(ctx, r, lib, "readers-writer", ms, locks, key, cfg.Hold, true)
 	if err != nil {
 		return Result{}, err
 	}
-	res := newResult(lib, "readers-writer", n, t.elapsed)
 	res.Goroutines = len(ms)
-	t.fill(&res)
 	res.Writes = t.counts[len(ms)-1]
-	roundTrips(&res, before, ms...)
 	return res, nil
 }

@@ -328,20 +328,30 @@ func contention(ctx context.Context, r Runner, lib Lib, cfg Config, shared bool,
 		}
 	}
 
-	n := r.N()
-	before, _ := callsOf(ms...)
-	r.ResetTimer()
-	t, err := turns(ctx, locks, key, n, cfg.Hold, false)
-	r.StopTimer()
+	res, t, err := measureTurns(ctx, r, lib, name, ms, locks, key, cfg.Hold, false)
 	if err != nil {
 		return Result{}, err
 	}
-	res := newResult(lib, name, n, t.elapsed)
 	res.Goroutines = cfg.Goroutines
-	t.fill(&res)
 	res.Fairness = Fairness(t.counts)
-	roundTrips(&res, before, ms...)
 	return res, nil
+}
+
+// measureTurns runs turns of N acquisitions on key under r's timer, and returns the result of
+// scenario name for lib, with handoffs per second, waits and round trips.
+func measureTurns(ctx context.Context, r Runner, lib Lib, name string, ms []Mutex, locks []func(ctx context.Context, key string) (Held, error), key string, hold time.Duration, sleep bool) (Result, turnsRun, error) {
+	n := r.N()
+	before, _ := callsOf(ms...)
+	r.ResetTimer()
+	t, err := turns(ctx, locks, key, n, hold, sleep)
+	r.StopTimer()
+	if err != nil {
+		return Result{}, turnsRun{}, err
+	}
+	res := newResult(lib, name, n, t.elapsed)
+	t.fill(&res)
+	roundTrips(&res, before, ms...)
+	return res, t, nil
 }
 
 // turnsRun is what turns measured.
