@@ -184,6 +184,12 @@ local function enqueue(q, owner, kind, wait)
   if entry then
     entry.deadline = deadline
   else
+    for i, dead in ipairs(q.dead) do
+      if dead == owner then
+        table.remove(q.dead, i) -- a dead entry of owner's: replaced, not deleted by tidy
+        break
+      end
+    end
     entry = {owner = owner, ticket = redis.call('hincrby', q.key, '', 1), kind = kind, deadline = deadline}
     q.entries[#q.entries + 1] = entry
     q.exists = true
