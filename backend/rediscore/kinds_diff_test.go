@@ -1,0 +1,219 @@
+package rediscore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"pgregory.net/rapid"
+
+	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/goredis"
+	"github.com/hashlock/locker/backend/memory"
+	"github.com/hashlock/locker/internal/redistest"
+)
+
+// TestKindsLikeMemory drives the same random sequence of calls (Acquire of both kinds, fair or
+// not, waiting or not, with IDs sent again and taken back, Release, Renew, Inspect,
+// ForceRelease, Dequeue, steps of time) against backend/memory and against rediscore on
+// miniredis in one synctest bubble, and checks that every answer is the same (fencing tokens
+// only as zero, or as advanced or not; remaining leases within a millisecond). Time moves in
+// whole milliseconds, so that deadlines on the server's clock in milliseconds are exact.
+func TestKindsLikeMemory(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		rapid.SyncTest(rt, kindsLikeMemory)
+	})
+}
+
+// diffAcquire is an Acquire with an ID, to send again or take back.
+type diffAcquire struct {
+	req   locker.AcquireRequest
+	stale bool // Fresh, and its owner took holds after it: a take-back would be ambiguous
+}
+
+func errClass(err error) string {
+	switch {
+	case err == nil:
+		return "nil"
+	case errors.Is(err, locker.ErrNotHeld):
+		return "ErrNotHeld"
+	case errors.Is(err, locker.ErrUpgrade):
+		return "ErrUpgrade"
+	}
+	return "error " + err.Error()
+}
+
+func near(a, b time.Duration) bool {
+	d := a - b
+	return d <= time.Millisecond && d >= -time.Millisecond
+}
+
+func kindsLikeMemory(rt *rapid.T) {
+	m := redistest.Miniredis(rt)
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0", Dialer: func(context.Context, string, string) (net.Conn, error) { return m.Dial() }})
+	rt.Cleanup(func() { rdb.Close() })
+	var (
+		mem      locker.KindLocker = memory.New()
+		red      locker.KindLocker = goredis.New(rdb)
+		ctx                        = context.Background()
+		unit                       = 50 * time.Millisecond
+		keys                       = []string{"k0", "k1"}[:rapid.IntRange(1, 2).Draw(rt, "keys")]
+		owners                     = []string{"o0", "o1", "o2"}[:rapid.IntRange(2, 3).Draw(rt, "owners")]
+		ids      []*diffAcquire
+		nextID   int
+		tokMem   = map[string]uint64{}
+		tokRed   = map[string]uint64{}
+		everHeld = map[[2]string]bool{}
+	)
+	drawKey := func(t *rapid.T) string { return rapid.SampledFrom(keys).Draw(t, "key") }
+	drawOwner := func(t *rapid.T) string { return rapid.SampledFrom(owners).Draw(t, "owner") }
+	newID := func(t *rapid.T) string {
+		if !rapid.Bool().Draw(t, "with ID") {
+			return ""
+		}
+		nextID++
+		return fmt.Sprintf("id-%d", nextID)
+	}
+	acquire := func(t *rapid.T, req locker.AcquireRequest, what string) {
+		am, errm := mem.Acquire(ctx, req)
+		ar, errr := red.Acquire(ctx, req)
+		desc := fmt.Sprintf("%s(%+v): memory %+v, %s; rediscore %+v, %s", what, req, am, errClass(errm), ar, errClass(errr))
+		t.Log(desc)
+		if errClass(errm) != errClass(errr) || am.Holds != ar.Holds || (am.TTL == 0) != (ar.TTL == 0) || !near(am.TTL, ar.TTL) {
+			t.Fatalf("differ: %s", desc)
+		}
+		if (am.Token == 0) != (ar.Token == 0) {
+			t.Fatalf("tokens differ: %s", desc)
+		}
+		if am.Token != 0 {
+			advM, advR := am.Token != tokMem[req.Key], ar.Token != tokRed[req.Key]
+			if advM != advR {
+				t.Fatalf("token advance differs: %s", desc)
+			}
+			tokMem[req.Key], tokRed[req.Key] = am.Token, ar.Token
+		}
+		if am.Holds > 0 && !req.Shared && !req.Fair && req.Wait == 0 {
+			// Such a request does not read the queue on Redis: the owner's entry, if any,
+			// stays there (Kinds/Model allows both); memory takes it out.
+			if err := red.Dequeue(ctx, req.Key, req.Owner); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if am.Holds > 0 {
+			everHeld[[2]string{req.Key, req.Owner}] = true
+			for _, r := range ids {
+				if r.req.Key == req.Key && r.req.Owner == req.Owner && r.req.ID != req.ID {
+					r.stale = true
+				}
+			}
+		}
+		if req.ID != "" && errm == nil && what == "Acquire" {
+			ids = append(ids, &diffAcquire{req: req})
+		}
+	}
+	release := func(t *rapid.T, req locker.ReleaseRequest) {
+		nm, errm := mem.Release(ctx, req)
+		nr, errr := red.Release(ctx, req)
+		desc := fmt.Sprintf("Release(%+v): memory %d, %s; rediscore %d, %s", req, nm, errClass(errm), nr, errClass(errr))
+		t.Log(desc)
+		if errClass(errm) != errClass(errr) || (errm == nil && nm != nr) {
+			t.Fatalf("differ: %s", desc)
+		}
+	}
+	rt.Repeat(map[string]func(*rapid.T){
+		"Acquire": func(t *rapid.T) {
+			req := locker.AcquireRequest{
+				Key: drawKey(t), Owner: drawOwner(t),
+				TTL:     time.Duration(rapid.IntRange(1, 5).Draw(t, "ttl units")) * unit,
+				ID:      newID(t),
+				Reentry: rapid.IntRange(0, 4).Draw(t, "reentry") == 0,
+				Fence:   rapid.Bool().Draw(t, "fence"),
+				Shared:  rapid.Bool().Draw(t, "shared"),
+				Fair:    rapid.Bool().Draw(t, "fair"),
+			}
+			// Fresh: the owner held nothing on the key before (as the Client makes them).
+			req.Fresh = !req.Reentry && !everHeld[[2]string{req.Key, req.Owner}] && rapid.Bool().Draw(t, "fresh")
+			if rapid.Bool().Draw(t, "wait") {
+				req.Wait = time.Duration(rapid.IntRange(1, 5).Draw(t, "wait units")) * unit
+			}
+			acquire(t, req, "Acquire")
+		},
+		"AcquireAgain": func(t *rapid.T) {
+			if len(ids) == 0 {
+				t.Skip("no ID")
+			}
+			r := rapid.SampledFrom(ids).Draw(t, "request")
+			acquire(t, r.req, "AcquireAgain")
+		},
+		"Release": func(t *rapid.T) {
+			release(t, locker.ReleaseRequest{Key: drawKey(t), Owner: drawOwner(t), ID: newID(t), Shared: rapid.Bool().Draw(t, "shared")})
+		},
+		"Undo": func(t *rapid.T) {
+			if len(ids) == 0 {
+				t.Skip("no ID")
+			}
+			var fine []*diffAcquire
+			for _, r := range ids {
+				if !r.stale || !r.req.Fresh {
+					fine = append(fine, r)
+				}
+			}
+			if len(fine) == 0 {
+				t.Skip("no ID")
+			}
+			r := rapid.SampledFrom(fine).Draw(t, "request").req
+			release(t, locker.ReleaseRequest{Key: r.Key, Owner: r.Owner, ID: r.ID, Undo: true, Fresh: r.Fresh, Shared: r.Shared})
+		},
+		"Renew": func(t *rapid.T) {
+			rn := locker.Renewal{Key: drawKey(t), Owner: drawOwner(t), TTL: time.Duration(rapid.IntRange(1, 5).Draw(t, "ttl units")) * unit}
+			em := mem.Renew(ctx, []locker.Renewal{rn})[0]
+			er := red.Renew(ctx, []locker.Renewal{rn})[0]
+			desc := fmt.Sprintf("Renew(%+v): memory %s, rediscore %s", rn, errClass(em), errClass(er))
+			t.Log(desc)
+			if errClass(em) != errClass(er) {
+				t.Fatalf("differ: %s", desc)
+			}
+		},
+		"Inspect": func(t *rapid.T) {
+			key := drawKey(t)
+			sm, errm := mem.Inspect(ctx, key)
+			sr, errr := red.Inspect(ctx, key)
+			desc := fmt.Sprintf("Inspect(%s): memory %+v, %s; rediscore %+v, %s", key, sm, errClass(errm), sr, errClass(errr))
+			t.Log(desc)
+			ttlm, ttlr := sm.TTL, sr.TTL
+			sm.TTL, sr.TTL = 0, 0
+			if errClass(errm) != errClass(errr) || sm != sr || !near(ttlm, ttlr) {
+				t.Fatalf("differ: %s", desc)
+			}
+		},
+		"ForceRelease": func(t *rapid.T) {
+			key := drawKey(t)
+			bm, errm := mem.ForceRelease(ctx, key)
+			br, errr := red.ForceRelease(ctx, key)
+			desc := fmt.Sprintf("ForceRelease(%s): memory %v, %s; rediscore %v, %s", key, bm, errClass(errm), br, errClass(errr))
+			t.Log(desc)
+			if errClass(errm) != errClass(errr) || bm != br {
+				t.Fatalf("differ: %s", desc)
+			}
+		},
+		"Dequeue": func(t *rapid.T) {
+			key, owner := drawKey(t), drawOwner(t)
+			errm := mem.Dequeue(ctx, key, owner)
+			errr := red.Dequeue(ctx, key, owner)
+			desc := fmt.Sprintf("Dequeue(%s, %s): memory %s, rediscore %s", key, owner, errClass(errm), errClass(errr))
+			t.Log(desc)
+			if errClass(errm) != errClass(errr) {
+				t.Fatalf("differ: %s", desc)
+			}
+		},
+		"Advance": func(t *rapid.T) {
+			d := time.Duration(rapid.IntRange(1, 300).Draw(t, "ms")) * time.Millisecond
+			t.Logf("Advance(%v)", d)
+			time.Sleep(d)
+		},
+	})
+}
