@@ -272,8 +272,7 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 	queue := wait && r.fresh && mayRetry && !shared && !cfg.fair
 	defer func() {
 		if err != nil {
-			c.abandon(r)
-			c.dequeue(r)
+			c.leave(r)
 		}
 	}()
 
@@ -365,7 +364,29 @@ func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedE
 // abandon takes back r's acquire whose outcome is unknown, in the background (the caller is
 // leaving, perhaps because its ctx ended): if it took effect, its hold is released and waiters
 // are woken; if it has not reached the backend yet, it never will take effect.
-func (c *Client) abandon(r *request) {
+func (c *Client) abandon(r *request) { c.abandonThen(r, nil) }
+
+// leave is abandon and dequeue, for a call that gives up. When both are due, the Dequeue
+// follows the take-back, in its goroutine: the acquire whose outcome is unknown may still reach
+// the backend, and queue its owner, until the take-back lands (after it, the acquire is refused
+// without queueing), so a Dequeue sent alongside could come first and leave that entry behind
+// for its Wait, blocking those behind it.
+func (c *Client) leave(r *request) {
+	if r.pending && r.queued {
+		if q, ok := c.backend.(KindLocker); ok {
+			r.queued = false
+			key, owner := r.full, r.owner
+			c.abandonThen(r, func() { c.dequeueNow(q, key, owner) })
+			return
+		}
+	}
+	c.abandon(r)
+	c.dequeue(r)
+}
+
+// abandonThen is abandon, which calls then (when not nil) in its goroutine once the take-back
+// is done. Neither is called when the Client is closed.
+func (c *Client) abandonThen(r *request, then func()) {
 	if !r.pending {
 		return
 	}
@@ -375,13 +396,17 @@ func (c *Client) abandon(r *request) {
 	defer c.mu.Unlock()
 	if c.closed {
 		// Close ended this call (or came first): like the Client's leases, a hold the acquire
-		// may have left expires with its lease, and nothing outlives Close.
+		// may have left expires with its lease (a queue entry with its Wait), and nothing
+		// outlives Close.
 		return
 	}
 	c.undos.Add(1) // Close waits for it
 	go func() {
 		defer c.undos.Done()
 		c.undo(req)
+		if then != nil {
+			then()
+		}
 	}()
 }
 
@@ -402,10 +427,15 @@ func (c *Client) dequeue(r *request) {
 	c.undos.Add(1) // Close waits for it
 	go func() {
 		defer c.undos.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
-		defer cancel()
-		_ = q.Dequeue(ctx, r.full, r.owner)
+		c.dequeueNow(q, r.full, r.owner)
 	}()
+}
+
+// dequeueNow takes owner out of the wait queue of key (its full name), within undoTimeout.
+func (c *Client) dequeueNow(q KindLocker, key, owner string) {
+	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
+	defer cancel()
+	_ = q.Dequeue(ctx, key, owner)
 }
 
 // undoTimeout bounds a background take-back of an acquire, all its attempts together.
