@@ -123,9 +123,10 @@ type Locker interface {
 // would deadlock against another reader) changes nothing and returns an error wrapping
 // ErrUpgrade. Fencing tokens advance only with new exclusive holds; a shared hold reports the
 // latest token. A release to zero of a key, a passage to shared mode and the removal of a queue
-// entry that others were behind send a release notice. Queue entries end when granted, at
-// Dequeue, or Wait after they were last refreshed: a waiter that dies blocks those behind it
-// for at most its Wait.
+// entry that others were behind send a release notice. Queue entries end when granted (a plain
+// exclusive request without Wait, which need not read the queue, may leave its owner's entry in
+// place), at Dequeue, or Wait after they were last refreshed: a waiter that dies blocks those
+// behind it for at most its Wait.
 type KindLocker interface {
 	Locker
 	// Dequeue removes owner's entry from key's wait queue, if there is one (a waiter that gives
