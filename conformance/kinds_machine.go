@@ -65,21 +65,10 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 	if !ok {
 		rt.Fatalf("the backend is no locker.KindLocker")
 	}
-	slack := 2 * time.Millisecond
-	if s.f.Synctest {
-		slack = 0
-	}
+	run := s.newRunSetup(rt, 2, 2, 3)
+	slack, unit, keys, owners := run.slack, run.unit, run.keys, run.owners
+	drawKey, drawOwner, drawTTL := run.drawKey, run.drawOwner, run.drawTTL
 	m := newKindModel(slack)
-	unit := s.ttl / 20
-	ns := namespace()
-	keys := make([]string, rapid.IntRange(1, 2).Draw(rt, "keys"))
-	for i := range keys {
-		keys[i] = fmt.Sprintf("%sk%d", ns, i)
-	}
-	owners := make([]string, rapid.IntRange(2, 3).Draw(rt, "owners"))
-	for i := range owners {
-		owners[i] = fmt.Sprintf("owner-%d", i)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rt.Cleanup(func() {
@@ -91,12 +80,6 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 		}
 	})
 
-	drawKey := func(t *rapid.T) string { return rapid.SampledFrom(keys).Draw(t, "key") }
-	drawOwner := func(t *rapid.T) string { return rapid.SampledFrom(owners).Draw(t, "owner") }
-	drawTTL := func(t *rapid.T) time.Duration {
-		return unit*time.Duration(rapid.IntRange(1, 5).Draw(t, "units")) +
-			time.Duration(rapid.IntRange(0, 999).Draw(t, "micros"))*time.Microsecond
-	}
 	drawWait := func(t *rapid.T) time.Duration {
 		if rapid.Bool().Draw(t, "no wait") {
 			return 0

@@ -25,24 +25,49 @@ func (s *suite) model(t *testing.T) {
 	})
 }
 
+// runSetup is what a run of a state machine draws first: its keys (in a fresh namespace) and
+// owners, the unit of its leases (a twentieth of the suite's TTL) and its model's clock slack
+// (2ms for a server clock in whole milliseconds, compared in its own way; 0 in a bubble).
+type runSetup struct {
+	slack, unit  time.Duration
+	keys, owners []string
+}
+
+// newRunSetup draws a runSetup with 1 to maxKeys keys and minOwners to maxOwners owners.
+func (s *suite) newRunSetup(rt *rapid.T, maxKeys, minOwners, maxOwners int) runSetup {
+	r := runSetup{slack: 2 * time.Millisecond, unit: s.ttl / 20}
+	if s.f.Synctest {
+		r.slack = 0
+	}
+	ns := namespace()
+	r.keys = make([]string, rapid.IntRange(1, maxKeys).Draw(rt, "keys"))
+	for i := range r.keys {
+		r.keys[i] = fmt.Sprintf("%sk%d", ns, i)
+	}
+	r.owners = make([]string, rapid.IntRange(minOwners, maxOwners).Draw(rt, "owners"))
+	for i := range r.owners {
+		r.owners[i] = fmt.Sprintf("owner-%d", i)
+	}
+	return r
+}
+
+func (r runSetup) drawKey(t *rapid.T) string   { return rapid.SampledFrom(r.keys).Draw(t, "key") }
+func (r runSetup) drawOwner(t *rapid.T) string { return rapid.SampledFrom(r.owners).Draw(t, "owner") }
+
+// drawTTL draws a lease from 1 to 5 units, not always whole milliseconds, to catch unit and
+// rounding bugs.
+func (r runSetup) drawTTL(t *rapid.T) time.Duration {
+	return r.unit*time.Duration(rapid.IntRange(1, 5).Draw(t, "units")) +
+		time.Duration(rapid.IntRange(0, 999).Draw(t, "micros"))*time.Microsecond
+}
+
 // machine is one run of the state machine.
 func (s *suite) machine(rt *rapid.T) {
 	b := s.f.New(rt)
-	slack := 2 * time.Millisecond // a server clock in whole milliseconds, compared in its own way
-	if s.f.Synctest {
-		slack = 0
-	}
-	m := newModel(slack)
-	unit := s.ttl / 20
-	ns := namespace()
-	keys := make([]string, rapid.IntRange(1, 3).Draw(rt, "keys"))
-	for i := range keys {
-		keys[i] = fmt.Sprintf("%sk%d", ns, i)
-	}
-	owners := make([]string, rapid.IntRange(1, 4).Draw(rt, "owners"))
-	for i := range owners {
-		owners[i] = fmt.Sprintf("owner-%d", i)
-	}
+	run := s.newRunSetup(rt, 3, 1, 4)
+	m := newModel(run.slack)
+	unit, keys := run.unit, run.keys
+	drawKey, drawOwner, drawTTL := run.drawKey, run.drawOwner, run.drawTTL
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rt.Cleanup(func() {
@@ -51,13 +76,6 @@ func (s *suite) machine(rt *rapid.T) {
 		}
 	})
 
-	drawKey := func(t *rapid.T) string { return rapid.SampledFrom(keys).Draw(t, "key") }
-	drawOwner := func(t *rapid.T) string { return rapid.SampledFrom(owners).Draw(t, "owner") }
-	// Leases from 1 to 5 units, not always whole milliseconds, to catch unit and rounding bugs.
-	drawTTL := func(t *rapid.T) time.Duration {
-		return unit*time.Duration(rapid.IntRange(1, 5).Draw(t, "units")) +
-			time.Duration(rapid.IntRange(0, 999).Draw(t, "micros"))*time.Microsecond
-	}
 	checkTTL := func(t *rapid.T, what string, got time.Duration, l *modelLock, t0, t1 time.Time) {
 		lo, hi := m.ttlWindow(l, t0, t1)
 		if got <= 0 || got < lo || got > hi {
