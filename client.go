@@ -94,8 +94,11 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Leas
 
 // RLock obtains a shared (read) hold on key, waiting as long as it takes, as Lock does: any
 // number of owners hold a key shared at once, while an exclusive hold (Lock) excludes them all.
-// Once a Lock waits for the key, new readers wait behind it, so writers are not starved; a
-// writer that gives up stops blocking them at once, one whose process died within its TTL.
+// Readers and writers take turns, as with sync.RWMutex, across processes: once a Lock waits for
+// the key, readers that come after it wait behind it, and once an RLock waits, Locks that come
+// after it (a writer that unlocks and locks again at once, say) wait behind it; neither starves.
+// A waiter that gives up stops blocking the others at once, one whose process died within its
+// TTL. TryLock does not wait and is not held back by waiting readers.
 //
 // Re-entry works through the lease's context as with Lock: RLock with the context of an RLock
 // lease adds a shared hold, and RLock with the context of a Lock lease adds a shared hold to the
@@ -265,7 +268,7 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 		r.owner = newOwnerToken(cfg.label)
 	}
 	_, mayRetry := cfg.retry.Backoff(0)
-	if wait && mayRetry && kinds && !r.reentry && (cfg.fair || !shared) {
+	if wait && mayRetry && kinds && !r.reentry {
 		r.wait = cfg.ttl // a refusal queues it on the backend, for as long as a lease
 	}
 	// A Lock that never retries behaves as TryLock; readers and fair calls queue on the backend.

@@ -115,9 +115,16 @@ type Locker interface {
 //   - a shared hold to an owner that holds the key in shared mode (re-entry), or exclusively
 //     (downgrade: the owner keeps both; when its last exclusive hold is released its shared
 //     holds remain, and the key passes to shared mode), whatever the queue;
-//   - a new shared hold on a free key or a key in shared mode, when the key's wait queue has no
-//     live exclusive entry (with Fair: no live entry of another kind ahead of Owner's);
-//   - a new exclusive hold on a free key (with Fair: when no live entry is ahead of Owner's).
+//   - a new shared hold on a free key or a key in shared mode, and a new exclusive hold on a
+//     free key, when the key's wait queue admits it.
+//
+// The queue admits a request by the live entries ahead of Owner's own entry (when Owner has
+// none, every live entry is ahead): a fair request when none is ahead but, for a shared one,
+// readers' entries; a plain (not fair) request when no entry of the other kind is ahead — a
+// reader when no writer's, a writer when no reader's. A plain exclusive request without Wait
+// does not consult the queue. Readers and writers thus take turns, as with sync.RWMutex: once a
+// writer waits, readers that come after it wait behind it, and once readers wait, writers that
+// come after them wait too; the head of the queue waits for nobody in it.
 //
 // An exclusive request of an owner that holds the key only in shared mode (an upgrade, which
 // would deadlock against another reader) changes nothing and returns an error wrapping
@@ -200,17 +207,17 @@ type AcquireRequest struct {
 	// it is granted with. Only a KindLocker honours it. Default false: exclusive.
 	Shared bool
 
-	// Fair makes the request respect the key's wait queue: it is granted only when no live entry
-	// of the queue is ahead of Owner's (for a shared request: no entry but shared ones), and
-	// once granted Owner's entry leaves the queue. Only a KindLocker honours it. Default false.
+	// Fair makes the request respect the key's wait queue in full: it is granted only when no
+	// live entry of the queue is ahead of Owner's (for a shared request: no entry but readers'),
+	// where a plain request passes the entries of its own kind. Any granted request takes Owner's
+	// entry out of the queue. Only a KindLocker honours it. Default false.
 	Fair bool
 
 	// Wait, when positive, says that the caller will wait and send this request again within
 	// Wait if it is refused: a refused request then puts Owner in the key's wait queue (or keeps
-	// its place there) for Wait from now. A fair request queues whatever its kind; an exclusive
-	// request that is not fair queues too, so that new shared requests wait behind it (writers
-	// are not starved); a shared request that is not fair never queues. Only a KindLocker
-	// honours it. Default 0: the request never queues.
+	// its place there) for Wait from now, whatever its kind, so that requests of the other kind
+	// that come after it wait behind it (see KindLocker: neither readers nor writers starve).
+	// Only a KindLocker honours it. Default 0: the request never queues.
 	Wait time.Duration
 }
 

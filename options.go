@@ -206,8 +206,9 @@ func WithUnlockTimeout(d time.Duration) Option {
 // backend (readers queued next to each other obtain it together). TryLock and TryRLock with it
 // never jump the queue: while anyone waits, they are refused. A waiter whose ctx ends leaves the
 // queue at once; one whose process dies blocks those behind it for at most its TTL, as a holder
-// that dies does. Calls without it on the same key do not queue and may obtain the lock before
-// the queued ones (except readers behind a waiting writer: see RLock). It needs a backend that
+// that dies does. Calls without it on the same key may obtain the lock before the queued ones
+// of their own kind: a Lock before fair Locks, an RLock before fair RLocks (readers and writers
+// still take turns: see RLock). It needs a backend that
 // implements KindLocker (every backend of this module but backend/quorum); on another, Lock
 // returns an error wrapping errors.ErrUnsupported. Default: off.
 func WithFair() Option {

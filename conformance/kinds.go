@@ -31,6 +31,7 @@ func (s *suite) kinds(t *testing.T) {
 		{"NoUpgrade", noUpgrade},
 		{"Downgrade", downgrade},
 		{"WriterPreference", writerPreference},
+		{"ReaderTurn", readerTurn},
 		{"DeadWriter", deadWriter},
 		{"FairOrder", fairOrder},
 		{"FairTryLock", fairTryLock},
@@ -318,6 +319,58 @@ func writerPreference(e *env) {
 	if st := inspect(e, key); st.Queued != 0 {
 		t.Fatalf("after the writer gave up: %+v, want nobody queued", st)
 	}
+}
+
+// Readers that wait are not starved either: a writer that comes after them (one that unlocked
+// and locks again at once, say) waits behind them. The first reader is a slow process (an
+// entry made at the Locker level); a Client's RLock queues behind it and, a reader too, is not
+// blocked by it; the writer that came later is refused until both readers had their turn.
+func readerTurn(e *env) {
+	t, ctx, key, b := e.t, background(e.t), e.key("reader-turn"), e.kindProbe()
+	holder := ok(e.client().Lock(ctx, key))(t)
+	slow := locker.AcquireRequest{Key: key, Owner: "slow-reader", TTL: e.ttl, Shared: true, Wait: 10 * e.ttl}
+	if a := ok(b.Acquire(ctx, slow))(t); a.Acquired() {
+		t.Fatal("a reader was granted a key that a writer holds")
+	}
+	defer func() { _ = b.Dequeue(context.Background(), key, slow.Owner) }()
+	queued := e.probe.faults.watchQueued()
+	done := make(chan error, 1)
+	go func() {
+		l, err := e.client().RLock(ctx, key)
+		if err == nil {
+			err = l.Unlock()
+		}
+		done <- err
+	}()
+	waitQueued(e, queued, map[string]bool{}) // the Client's reader waits in the queue
+	if st := inspect(e, key); st.Queued != 2 {
+		t.Fatalf("a writer holds, two readers wait: %+v, want Queued 2", st)
+	}
+	ok(0, holder.Unlock())(t)
+	later := locker.AcquireRequest{Key: key, Owner: "later-writer", TTL: e.ttl, Wait: 10 * e.ttl}
+	defer func() { _ = b.Dequeue(context.Background(), key, later.Owner) }()
+	if a := ok(b.Acquire(ctx, later))(t); a.Acquired() {
+		t.Fatal("a writer that came after waiting readers was granted the key before them")
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the Client's reader, queued behind another reader: %v", err)
+		}
+	case <-time.After(10 * e.ttl):
+		t.Fatal("the Client's reader did not obtain the key once the writer left")
+	}
+	if a := ok(b.Acquire(ctx, later))(t); a.Acquired() {
+		t.Fatal("a writer that came after a waiting reader was granted the key before it")
+	}
+	if a := ok(b.Acquire(ctx, slow))(t); !a.Acquired() {
+		t.Fatalf("the first reader in the queue was refused (%+v)", a)
+	}
+	ok(b.Release(ctx, locker.ReleaseRequest{Key: key, Owner: slow.Owner, Shared: true}))(t)
+	if a := ok(b.Acquire(ctx, later))(t); !a.Acquired() {
+		t.Fatalf("the writer, first in the queue of a free key, was refused (%+v)", a)
+	}
+	ok(b.Release(ctx, locker.ReleaseRequest{Key: key, Owner: later.Owner}))(t)
 }
 
 // A waiting writer whose process died (a queue entry never refreshed) blocks new readers for at

@@ -177,74 +177,65 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 				}
 				return []*kindState{w}, ""
 			}
-			var (
-				next []*kindState
-				whys []string
-			)
-			for _, admitted := range w.admits(owner, req.Shared, req.Fair) {
-				s := w.clone()
-				why := ""
-				switch {
-				case admitted && a.Holds != 1:
-					why = "want a new hold, Holds 1"
-				case admitted:
-					s.holds[owner] = kindHolds{w: 1}
-					if req.Shared {
-						s.holds[owner] = kindHolds{r: 1}
-					}
-					s.setLease(t0, t1, req.TTL)
-					s.dequeue(owner) // a new hold takes its owner out of the queue
-					why = fenceOK(s, req, !req.Shared, a.Token)
-				case a.Holds != 0 || a.Token != 0:
-					why = "want a refusal: Holds 0, no token"
-				case s.held():
-					why = leaseOK(s, a.TTL, t0, t1)
-				case a.TTL != 0:
-					why = fmt.Sprintf("the key is free but the queue refuses it: want TTL 0, not %v", a.TTL)
+			admitted := w.admits(owner, req.Shared, req.Fair, req.Wait > 0)
+			s := w.clone()
+			why := ""
+			switch {
+			case admitted && a.Holds != 1:
+				why = "want a new hold, Holds 1"
+			case admitted:
+				s.holds[owner] = kindHolds{w: 1}
+				if req.Shared {
+					s.holds[owner] = kindHolds{r: 1}
 				}
-				if why != "" {
-					whys = append(whys, why)
-					continue
-				}
-				if admitted && !req.Shared && !req.Fair && req.Wait <= 0 && w.entry(owner) >= 0 {
-					// A plain exclusive request that does not wait need not read the queue (on
-					// Redis it does not: its common path costs one key): the owner's own entry,
-					// left by an earlier request of its that waited, may stay until it ends.
-					kept := s.clone()
-					kept.queue = slices.Clone(w.queue)
-					next = append(next, kept)
-				}
-				if admitted || req.Wait <= 0 || (req.Shared && !req.Fair) {
-					next = append(next, s)
-					continue
-				}
-				// A refused request that waits queues, or keeps its place for Wait from now.
-				// The deadline may be counted on a clock in whole milliseconds: 1ms either way.
-				e := kindEntry{owner: owner, kind: 'w', lo: t0.Add(req.Wait - time.Millisecond), hi: t1.Add(req.Wait + time.Millisecond)}
-				switch {
-				case req.Fair && req.Shared:
-					e.kind = 's'
-				case req.Fair:
-					e.kind = 'x'
-				}
-				i := s.entry(owner)
-				if i < 0 {
-					s.queue = append(s.queue, e)
-					next = append(next, s)
-					continue
-				}
-				if s.queue[i].kind != e.kind { // whether its kind changes is not specified
-					other := s.clone()
-					other.queue[i] = e
-					next = append(next, other)
-				}
-				s.queue[i].lo, s.queue[i].hi = e.lo, e.hi
-				next = append(next, s)
+				s.setLease(t0, t1, req.TTL)
+				s.dequeue(owner) // a new hold takes its owner out of the queue
+				why = fenceOK(s, req, !req.Shared, a.Token)
+			case a.Holds != 0 || a.Token != 0:
+				why = "want a refusal: Holds 0, no token"
+			case s.held():
+				why = leaseOK(s, a.TTL, t0, t1)
+			case a.TTL != 0:
+				why = fmt.Sprintf("the key is free but the queue refuses it: want TTL 0, not %v", a.TTL)
 			}
-			if len(next) == 0 {
-				return nil, fmt.Sprint(whys)
+			if why != "" {
+				return nil, why
 			}
-			return next, ""
+			var next []*kindState
+			if admitted && !req.Shared && !req.Fair && req.Wait <= 0 && w.entry(owner) >= 0 {
+				// A plain exclusive request that does not wait need not read the queue (on
+				// Redis it does not: its common path costs one key): the owner's own entry,
+				// left by an earlier request of its that waited, may stay until it ends.
+				kept := s.clone()
+				kept.queue = slices.Clone(w.queue)
+				next = append(next, kept)
+			}
+			if admitted || req.Wait <= 0 {
+				return append(next, s), ""
+			}
+			// A refused request that waits queues, or keeps its place for Wait from now.
+			// The deadline may be counted on a clock in whole milliseconds: 1ms either way.
+			e := kindEntry{owner: owner, kind: 'w', lo: t0.Add(req.Wait - time.Millisecond), hi: t1.Add(req.Wait + time.Millisecond)}
+			switch {
+			case !req.Fair && req.Shared:
+				e.kind = 'r'
+			case req.Fair && req.Shared:
+				e.kind = 's'
+			case req.Fair:
+				e.kind = 'x'
+			}
+			i := s.entry(owner)
+			if i < 0 {
+				s.queue = append(s.queue, e)
+				return []*kindState{s}, ""
+			}
+			if s.queue[i].kind != e.kind { // whether its kind changes is not specified
+				other := s.clone()
+				other.queue[i] = e
+				next = append(next, other)
+			}
+			s.queue[i].lo, s.queue[i].hi = e.lo, e.hi
+			return append(next, s), ""
 		})
 		if a.Acquired() {
 			everHeld[[2]string{req.Key, owner}] = true
@@ -292,7 +283,7 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 	}
 
 	// acquireAction draws an Acquire: any (how ""), one that queues when refused ("queued"), or
-	// a plain reader's ("reader").
+	// a plain reader's, waiting or not ("reader").
 	acquireAction := func(how string) func(t *rapid.T) {
 		return func(t *rapid.T) {
 			key, owner := drawKey(t), drawOwner(t)
@@ -303,10 +294,8 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 				Fair: how != "reader" && rapid.Bool().Draw(t, "fair"),
 			}
 			switch how {
-			case "reader":
 			case "queued":
 				req.Wait = unit * time.Duration(rapid.IntRange(1, 5).Draw(t, "wait units"))
-				req.Fair = req.Fair || req.Shared // a request that queues
 			default:
 				req.Wait = drawWait(t)
 			}

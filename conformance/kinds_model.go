@@ -38,12 +38,15 @@ type kindHolds struct{ w, r int }
 func (h kindHolds) total() int { return h.w + h.r }
 
 // kindEntry is a wait queue entry: 'x' a fair writer, 's' a fair reader, 'w' a writer that is
-// not fair. It ends within [lo, hi].
+// not fair, 'r' a reader that is not fair. It ends within [lo, hi].
 type kindEntry struct {
 	owner  string
 	kind   byte
 	lo, hi time.Time
 }
+
+// reader reports whether e is a reader's entry.
+func (e kindEntry) reader() bool { return e.kind == 's' || e.kind == 'r' }
 
 func newKindModel(slack time.Duration) *kindModel {
 	return &kindModel{slack: slack, keys: make(map[string][]*kindState)}
@@ -236,33 +239,27 @@ func (m *kindModel) step(t interface{ Fatalf(string, ...any) }, key string, t0, 
 	m.keys[key] = next
 }
 
-// admits reports whether a new hold of owner (shared or not, fair or not) may be granted on the
-// key in state w, as KindLocker says: an exclusive one on a free key, and when fair with no live
-// entry ahead of owner's; a shared one on a free or shared key, with no writer's entry ahead of
-// owner's (when fair: no entry but a reader's ahead of it). Entries behind owner's own entry do
-// not count. For a plain (not fair) reader that has an entry itself, KindLocker's words also
-// allow "no writer's entry anywhere in the queue": when that reading differs, both answers are
-// returned.
-func (w *kindState) admits(owner string, shared, fair bool) []bool {
+// admits reports whether a new hold of owner may be granted on the key in state w, as
+// KindLocker says: an exclusive one on a free key, a shared one on a free or shared key, and the
+// live entries ahead of owner's own (all of them when it has none) allow it — for a fair
+// request, none but (for a shared one) readers'; for a plain one, none of the other kind. A
+// plain exclusive request that does not wait passes the queue.
+func (w *kindState) admits(owner string, shared, fair, waits bool) bool {
 	if w.exclusive() != "" || (w.held() && !shared) {
-		return []bool{false}
+		return false
 	}
-	ahead := true // every entry ahead of owner's allows it
+	if !shared && !fair && !waits {
+		return true
+	}
 	for _, e := range w.queue {
-		if e.owner == owner {
-			break
+		switch {
+		case e.owner == owner:
+			return true
+		case fair && !(shared && e.reader()):
+			return false
+		case !fair && shared != e.reader():
+			return false
 		}
-		if (fair && !(shared && e.kind == 's')) || (shared && e.kind != 's') {
-			ahead = false
-			break
-		}
 	}
-	if !shared || fair || w.entry(owner) < 0 {
-		return []bool{ahead}
-	}
-	anywhere := !slices.ContainsFunc(w.queue, func(e kindEntry) bool { return e.kind != 's' })
-	if anywhere != ahead {
-		return []bool{true, false}
-	}
-	return []bool{ahead}
+	return true
 }

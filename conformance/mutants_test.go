@@ -55,6 +55,8 @@ var mutants = []struct {
 	{"fair-jumps-queue", "Kinds/Model"}, // a fair writer ignores the waiters ahead of it
 	{"fair-jumps-queue", "Kinds/FairOrder"},
 	{"fair-jumps-queue", "Kinds/FairTryLock"},
+	{"writers-overtake-readers", "Kinds/Model"}, // a plain writer ignores the readers that wait
+	{"writers-overtake-readers", "Kinds/ReaderTurn"},
 	{"no-dequeue", "Kinds/Model"}, // a waiter that gives up blocks the others until its Wait ends
 	{"no-dequeue", "Kinds/WriterPreference"},
 	{"queue-never-expires", "Kinds/Model"}, // a dead waiter blocks the key for ever
@@ -150,12 +152,15 @@ type mutantLock struct {
 	expires time.Time
 }
 
-// mutantEntry is a wait queue entry: 'x' fair writer, 's' fair reader, 'w' plain writer.
+// mutantEntry is a wait queue entry: 'x' fair writer, 's' fair reader, 'w' plain writer, 'r'
+// plain reader.
 type mutantEntry struct {
 	owner    string
 	kind     byte
 	deadline time.Time
 }
+
+func (e mutantEntry) reader() bool { return e.kind == 's' || e.kind == 'r' }
 
 func (l *mutantLock) total(owner string) int {
 	if l == nil {
@@ -235,14 +240,21 @@ func (m *mutant) admits(req locker.AcquireRequest, l *mutantLock) bool {
 	if l != nil && (!req.Shared || l.owner != "") {
 		return false
 	}
+	if !req.Shared && !req.Fair && req.Wait == 0 {
+		return true
+	}
 	for _, e := range m.queue(req.Key) {
 		switch {
 		case e.owner == req.Owner:
 			return true
-		case req.Fair && !(req.Shared && e.kind == 's') && m.bug != "fair-jumps-queue":
-			return false
-		case req.Shared && e.kind != 's' && !(m.bug == "readers-ignore-queue" && !req.Fair):
-			return false
+		case req.Fair && !(req.Shared && e.reader()):
+			if m.bug != "fair-jumps-queue" {
+				return false
+			}
+		case !req.Fair && req.Shared != e.reader():
+			if !(m.bug == "readers-ignore-queue" && req.Shared) && !(m.bug == "writers-overtake-readers" && !req.Shared) {
+				return false
+			}
 		}
 	}
 	return true
@@ -260,6 +272,8 @@ func (m *mutant) enqueue(req locker.AcquireRequest) {
 	}
 	kind := byte('w')
 	switch {
+	case !req.Fair && req.Shared:
+		kind = 'r'
 	case req.Fair && req.Shared:
 		kind = 's'
 	case req.Fair:
@@ -326,7 +340,7 @@ func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker
 			m.fences[key]++
 		}
 	case !m.admits(req, l):
-		if req.Wait > 0 && (req.Fair || !req.Shared) {
+		if req.Wait > 0 {
 			m.enqueue(req)
 		}
 		if l == nil {

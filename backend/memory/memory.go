@@ -133,7 +133,7 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 			e.holds++
 		}
 	case !b.admits(req, e, now):
-		if req.Wait > 0 && (req.Fair || !req.Shared) {
+		if req.Wait > 0 {
 			b.enqueue(req, now)
 		}
 		if e == nil {

@@ -17,13 +17,18 @@ type waitQueue struct {
 // waiting is one entry of a wait queue.
 type waiting struct {
 	owner    string
-	kind     byte // 'x' fair exclusive, 's' fair shared, 'w' a writer that is not fair
+	kind     byte // 'x' fair exclusive, 's' fair shared, 'w' plain exclusive, 'r' plain shared
 	deadline time.Time
 }
+
+// reader reports whether the entry is a reader's.
+func (w waiting) reader() bool { return w.kind == 's' || w.kind == 'r' }
 
 // kindOf is the queue kind of req.
 func kindOf(req locker.AcquireRequest) byte {
 	switch {
+	case !req.Fair && req.Shared:
+		return 'r'
 	case !req.Fair:
 		return 'w'
 	case req.Shared:
@@ -56,10 +61,14 @@ func (b *Backend) liveQueue(key string, now time.Time) *waitQueue {
 
 // admits reports whether req may take a new hold on the key, whose lock is e (nil when free),
 // as locker.KindLocker says: exclusive on a free key, shared on a free or shared one, and the
-// queue's entries ahead of req's allow it.
+// queue's live entries ahead of req's allow it (with no entry, all are ahead). A plain exclusive
+// request that does not wait passes the queue, as on Redis, where it is not read.
 func (b *Backend) admits(req locker.AcquireRequest, e *entry, now time.Time) bool {
 	if e != nil && (!req.Shared || !e.isShared()) {
 		return false
+	}
+	if !req.Shared && !req.Fair && req.Wait == 0 {
+		return true
 	}
 	q := b.liveQueue(req.Key, now)
 	if q == nil {
@@ -69,10 +78,10 @@ func (b *Backend) admits(req locker.AcquireRequest, e *entry, now time.Time) boo
 		switch {
 		case w.owner == req.Owner:
 			return true // every entry ahead allowed it
-		case req.Fair && !(req.Shared && w.kind == 's'):
+		case req.Fair && !(req.Shared && w.reader()):
 			return false // ahead of a fair request, and not a reader ahead of a reader
-		case req.Shared && w.kind != 's':
-			return false // a writer waits: new readers wait behind it
+		case !req.Fair && req.Shared != w.reader():
+			return false // readers and writers take turns: neither starves
 		}
 	}
 	return true
@@ -107,7 +116,7 @@ func (b *Backend) enqueue(req locker.AcquireRequest, now time.Time) {
 // and readers are now at the head, they are woken, since they may join.
 func (b *Backend) granted(req locker.AcquireRequest, now time.Time) {
 	if b.remove(req.Key, req.Owner, now) && req.Shared {
-		if q := b.liveQueue(req.Key, now); q != nil && q.entries[0].kind == 's' {
+		if q := b.liveQueue(req.Key, now); q != nil && q.entries[0].reader() {
 			b.notify(req.Key)
 		}
 	}

@@ -395,8 +395,8 @@ func TestKindsWriterPreferenceExpires(t *testing.T) {
 			t.Fatalf("a new reader (fair %v) behind a waiting writer = %+v, want refused", fair, a)
 		}
 	}
-	// The fair reader queued behind W; the plain one never queues.
-	if got, _ := e.entries(t, k); !maps.Equal(got, map[string]string{"W": "1:w", "R2": "2:s"}) {
+	// The plain reader queued behind W (kind 'r'); the fair one, the same owner, kept its place.
+	if got, _ := e.entries(t, k); !maps.Equal(got, map[string]string{"W": "1:w", "R2": "2:r"}) {
 		t.Fatalf("queue = %v, want W then R2", got)
 	}
 	if a := e.acquire(t, locker.AcquireRequest{Key: k, Owner: "R1", Shared: true, Reentry: true}); a.Holds != 2 {
@@ -406,7 +406,7 @@ func TestKindsWriterPreferenceExpires(t *testing.T) {
 	// W asks again 800ms later: it keeps its place, with a new deadline.
 	e.advance(800 * time.Millisecond)
 	e.acquire(t, locker.AcquireRequest{Key: k, Owner: "W", Wait: time.Second})
-	if got, counter := e.entries(t, k); !maps.Equal(got, map[string]string{"W": "1:w", "R2": "2:s"}) || counter != "2" {
+	if got, counter := e.entries(t, k); !maps.Equal(got, map[string]string{"W": "1:w", "R2": "2:r"}) || counter != "2" {
 		t.Fatalf("queue after W's refresh = %v, counter %q; want W's place kept", got, counter)
 	}
 	if d := e.deadline(t, k, "W"); !d.Equal(e.now.Add(time.Second)) {

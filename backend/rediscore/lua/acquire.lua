@@ -24,10 +24,10 @@
 -- more exclusive hold, or a shared one (a downgrade); a reader one more shared hold. A new hold
 -- is granted, exclusive on a free key, shared on a free key or one in shared mode, when the queue
 -- admits it (lib.lua: admits); the owner's entry then leaves the queue, and when that lets readers
--- at the head of the queue in, a notice wakes them. A refused request with a wait, fair or
--- exclusive, takes its place at the queue's tail (kind 'x', 's', or 'w' when not fair), or keeps
--- the one it has and refreshes its deadline. Without 'q' (a plain exclusive request that does
--- not wait) the queue is not read: such a request passes it anyway.
+-- at the head of the queue in, a notice wakes them. A refused request with a wait takes its
+-- place at the queue's tail (kind 'x' or 's' when fair, 'w' or 'r' when not), or keeps the one it
+-- has and refreshes its deadline. Without 'q' (a plain exclusive request that does not wait)
+-- the queue is not read: such a request passes it.
 -- A request sent again changes nothing: a fresh owner's is recognised by its hold (no marker is
 -- written: the common case costs nothing), another owner's by its marker. Either reports the
 -- first outcome while the hold is there; a request taken back (marker 0) is refused with {0, 0}.
@@ -48,8 +48,8 @@ if flags:find('f', 1, true) then
 end
 local fresh = flags:find('n', 1, true)
 local reentry = flags:find('r', 1, true)
-local shared = flags:find('s', 1, true)
-local fair = flags:find('o', 1, true)
+local shared = flags:find('s', 1, true) ~= nil
+local fair = flags:find('o', 1, true) ~= nil
 -- Every key is checked before anything is written: an error leaves everything as it was.
 local state = lockState(lock)
 if type(state) == 'table' then
@@ -127,7 +127,7 @@ if admitted then
   end
   if q then
     local _, behind = dequeue(q, owner)
-    if behind and shared and q.entries[1].kind == 's' then
+    if behind and shared and reader(q.entries[1]) then
       notify(ARGV[5], lock) -- readers at the head may join
     end
   end
@@ -137,8 +137,8 @@ if admitted then
   return {1, token}
 end
 local wait = q and tonumber(ARGV[4]) or 0
-if wait > 0 and (fair or not shared) then
-  local kind = 'w'
+if wait > 0 then
+  local kind = shared and 'r' or 'w'
   if fair then
     kind = shared and 's' or 'x'
   end

@@ -14,7 +14,8 @@
 -- (FenceKey), which hold decimal integers, and its wait queue (QueueKey): a hash whose
 -- field '' is the latest ticket handed out (a counter) and whose other fields are waiting owners,
 -- each "<ticket>:<kind>:<deadline>": kind 'x' a fair exclusive request, 's' a fair shared one,
--- 'w' an exclusive request that is not fair (new readers wait behind it), and the deadline in
+-- 'w' an exclusive request that is not fair (readers that come after it wait behind it), 'r' a
+-- shared one that is not fair (writers that come after it wait behind it), and the deadline in
 -- milliseconds on the server's clock (TIME). Entries are in ticket order; an entry whose deadline
 -- has passed is dead: ignored, and deleted when the script writes the queue. The queue's TTL is
 -- kept at its latest deadline, so that a queue of dead entries vanishes by itself.
@@ -118,7 +119,7 @@ local function loadQueue(key)
   local fields = redis.call('hgetall', key)
   for i = 1, #fields, 2 do
     if fields[i] ~= '' then
-      local ticket, kind, deadline = fields[i + 1]:match('^(%d+):([xsw]):(%d+)$')
+      local ticket, kind, deadline = fields[i + 1]:match('^(%d+):([xswr]):(%d+)$')
       if not ticket then
         return redis.error_reply('NOTALOCK the wait queue of the key has an entry that is not one')
       end
@@ -133,20 +134,26 @@ local function loadQueue(key)
   table.sort(q.entries, function(a, b) return a.ticket < b.ticket end)
   return q
 end
--- admits reports whether the queue q lets owner take a new hold of the kind asked (the key
--- itself allowing it): any request stops at owner's own entry, everything ahead of it allowing
--- it (with no entry, every live entry is ahead); a fair request is refused by any entry ahead
--- but, for a shared one, a shared entry; a shared request by any entry but a shared one (a
--- writer waits: new readers wait behind it). An exclusive request that is not fair passes.
+-- reader reports whether a queue entry is a reader's ('s' or 'r').
+local function reader(e)
+  return e.kind == 's' or e.kind == 'r'
+end
+-- admits reports whether the queue q lets owner take a new hold (shared or exclusive; fair or
+-- plain) on a key that itself allows it. Only the live entries ahead of owner's own count (with
+-- no entry, every live entry is ahead): a fair request passes none but, for a shared one,
+-- readers' entries; a plain request passes every entry but those of the other kind (a reader
+-- no writer's, a writer no reader's), so that readers and writers take turns and neither
+-- starves. The head of the queue waits for nobody in it: no request waits for ever.
 local function admits(q, owner, shared, fair)
   for _, e in ipairs(q.entries) do
     if e.owner == owner then
       return true
     end
-    if fair and not (shared and e.kind == 's') then
-      return false
-    end
-    if shared and e.kind ~= 's' then
+    if fair then
+      if not (shared and reader(e)) then
+        return false
+      end
+    elseif shared ~= reader(e) then
       return false
     end
   end
