@@ -26,9 +26,9 @@
 //     scripts write there: they check every key before they write and answer NOTALOCK
 //     (lua/lib.lua, which has the whole layout).
 //   - The wait queue (QueueKey) is a hash of waiting owners with their ticket, kind and
-//     deadline on the server's clock, for fair locks and for writers that new readers must
-//     wait behind. Only requests that are shared, fair or waiting read it: a plain exclusive
-//     Lock costs what it did before the queue existed.
+//     deadline on the server's clock, for fair locks and for readers and writers that wait
+//     (so that they take turns). Only requests that are shared, fair or waiting read it: a
+//     plain TryLock costs what it did before the queue existed.
 //   - Release notices go to the channel Channel(key), which hashes to the lock's cluster slot:
 //     by SPUBLISH where the server has it (Redis >= 7), else by PUBLISH; subscribers use
 //     SSUBSCRIBE or SUBSCRIBE to match.
