@@ -69,7 +69,8 @@ func run(b *testing.B, names ...string) {
 			if len(names) > 1 {
 				sub = name + "/" + lib.Name
 			}
-			b.Run(sub, func(b *testing.B) { bench.Bench(b, s, lib, bench.Config{Hold: *hold}, &results) })
+			cfg := bench.Config{Hold: *hold, Leases: *leases, LeaseTTL: *leaseTTL}
+			b.Run(sub, func(b *testing.B) { bench.Bench(b, s, lib, cfg, &results) })
 		}
 	}
 }
@@ -93,6 +94,12 @@ func BenchmarkContention(b *testing.B) { run(b, "contention-shared", "contention
 
 // hold is how long the contention scenarios hold the lock (-hold=1ms); 0: bench.DefaultHold.
 var hold = flag.Duration("hold", 0, "how long each contending goroutine holds the lock (default 100µs)")
+
+// leases and leaseTTL size the watchdog scenario (-leases=100000 -lease-ttl=3s); 0: the defaults.
+var (
+	leases   = flag.Int("leases", 0, "how many leases the watchdog scenario holds (default 10,000)")
+	leaseTTL = flag.Duration("lease-ttl", 0, "the TTL of the watchdog scenario's leases (default 300ms)")
+)
 
 // 3a. Read-write and fair: 8 readers sharing one key (against 3's 8 writers), 8 readers and one
 // writer, and 8 fair Lock calls, a Client each, every hold 100µs.

@@ -207,8 +207,12 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 	}
 }
 
+// renewBatch is how many renewals in one Renew call get one more node timeout.
+const renewBatch = 512
+
 // Renew implements locker.Locker: an entry is renewed when a majority renewed it, not held when
-// a majority does not hold it, and unknown otherwise.
+// a majority does not hold it, and unknown otherwise. Each node's call is bounded by one node
+// timeout per 512 entries.
 func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 	errs := make([]error, len(batch))
 	if b.err != nil {
@@ -217,7 +221,11 @@ func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 		}
 		return errs
 	}
-	res := all(ctx, b, b.timeout, func(ctx context.Context, i int, n locker.Locker) ([]error, error) {
+	// A node timeout per renewBatch entries (and ctx, which the Client ends when the batch's
+	// last lease may have expired): a node renews 100,000 leases in one call, which takes longer
+	// than one lock operation.
+	bound := b.timeout * time.Duration(1+len(batch)/renewBatch)
+	res := all(ctx, b, bound, func(ctx context.Context, i int, n locker.Locker) ([]error, error) {
 		nbatch := make([]locker.Renewal, len(batch))
 		for j, r := range batch {
 			nbatch[j] = locker.Renewal{Key: r.Key, Owner: b.nodeOwner(i, r.Owner), TTL: r.TTL}

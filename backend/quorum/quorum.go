@@ -85,9 +85,9 @@ type Config struct {
 	// position, and every client must list the same nodes in the same order. All clients of a
 	// key must agree on whether they use Names. One name per node, each non-empty and unique.
 	Names []string
-	// NodeTimeout bounds each call to one node (and, for Acquire, is at most the TTL): a node
-	// that does not answer within it counts as failed. Keep it well under the TTL. Default
-	// DefaultNodeTimeout (500ms).
+	// NodeTimeout bounds each call to one node (and, for Acquire, is at most the TTL; a batch of
+	// renewals gets one NodeTimeout per 512 leases): a node that does not answer within it
+	// counts as failed. Keep it well under the TTL. Default DefaultNodeTimeout (500ms).
 	NodeTimeout time.Duration
 }
 

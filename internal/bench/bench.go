@@ -200,12 +200,15 @@ type Result struct {
 
 	// Watchdog: Leases held; per tick (one renewal of every lease), Renew calls (each one
 	// pipeline, so round trips) and process CPU time (user+system, -1 when unknown); leases
-	// per Renew call; leases lost during the measurement.
+	// per Renew call; leases lost during the measurement; heap per lease.
 	Leases            int           `json:"leases,omitempty"`
 	RenewCallsPerTick float64       `json:"renew_calls_per_tick,omitempty"`
 	CPUPerTick        time.Duration `json:"cpu_per_tick_ns,omitempty"`
 	LeasesPerCall     float64       `json:"leases_per_call,omitempty"`
 	Lost              int           `json:"lost"`
+	// BytesPerLease is the Go heap the Client (and its backend) keeps per held lease: live
+	// heap after the leases were taken less before, over Leases.
+	BytesPerLease float64 `json:"bytes_per_lease,omitempty"`
 }
 
 // A Metric is one value for testing.B.ReportMetric.
@@ -247,7 +250,8 @@ func (r Result) Metrics() []Metric {
 		ms = append(ms,
 			Metric{r.RenewCallsPerTick, "roundtrips/tick"},
 			Metric{r.LeasesPerCall, "leases/call"},
-			Metric{float64(r.Lost), "lost-leases"})
+			Metric{float64(r.Lost), "lost-leases"},
+			Metric{r.BytesPerLease, "B/lease"})
 		if r.CPUPerTick >= 0 {
 			ms = append(ms, Metric{micros(r.CPUPerTick), "cpu-µs/tick"})
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -650,6 +651,7 @@ func Watchdog(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, error
 			return nil
 		})
 	}()
+	heap0 := liveHeap()
 	err = forEach(ctx, 32, len(leases), func(i int) error {
 		l, err := c.Lock(ctx, base+":"+strconv.Itoa(i))
 		leases[i] = l
@@ -658,6 +660,7 @@ func Watchdog(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, error
 	if err != nil {
 		return Result{}, fmt.Errorf("taking %d leases: %w", cfg.Leases, err)
 	}
+	perLease := float64(liveHeap()-heap0) / float64(cfg.Leases)
 	tick := cfg.LeaseTTL / 3
 	// Let the renewals of leases taken at different times fall into one batch per tick.
 	if err := sleep(ctx, 3*tick); err != nil {
@@ -676,7 +679,7 @@ func Watchdog(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, error
 		return Result{}, err
 	}
 	res := newResult(lib, "watchdog", n, elapsed)
-	res.Leases = cfg.Leases
+	res.Leases, res.BytesPerLease = cfg.Leases, max(perLease, 0)
 	// A tick is one renewal of every lease. Counted by the leases renewed rather than by the
 	// clock, the figures do not depend on how many renewals fell into the window.
 	ticks := float64(calls.RenewEntries) / float64(cfg.Leases)
@@ -697,6 +700,14 @@ func Watchdog(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, error
 		}
 	}
 	return res, nil
+}
+
+// liveHeap returns the bytes of live heap objects, after a collection.
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
 
 // forEach calls f(i) for every i in [0, n) from workers goroutines, and returns the first error

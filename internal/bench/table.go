@@ -82,14 +82,14 @@ func WriteTable(w io.Writer, results []Result, markdown bool) error {
 		t.end()
 	}
 	if len(wd) > 0 {
-		t.header("scenario", "lib", "leases", "roundtrips/tick", "CPU/tick", "leases/call", "lost", "B/period", "allocs/period")
+		t.header("scenario", "lib", "leases", "roundtrips/tick", "CPU/tick", "leases/call", "lost", "B/lease", "B/period", "allocs/period")
 		for _, r := range wd {
 			cpu := "?"
 			if r.CPUPerTick >= 0 {
 				cpu = Dur(r.CPUPerTick)
 			}
 			t.row(r.Scenario, r.Lib, fmt.Sprint(r.Leases), fmt.Sprintf("%.2f", r.RenewCallsPerTick),
-				cpu, fmt.Sprintf("%.0f", r.LeasesPerCall), fmt.Sprint(r.Lost),
+				cpu, fmt.Sprintf("%.0f", r.LeasesPerCall), fmt.Sprint(r.Lost), fmt.Sprintf("%.0f", r.BytesPerLease),
 				fmt.Sprintf("%.0f", r.BytesPerOp), fmt.Sprintf("%.0f", r.AllocsPerOp))
 		}
 		t.end()
