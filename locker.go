@@ -141,6 +141,34 @@ type KindLocker interface {
 	Dequeue(ctx context.Context, key, owner string) error
 }
 
+// HandOffer is implemented by a [KindLocker] that can pass an exclusive hold from one owner to
+// another in one atomic step, the key staying held throughout: no release, no notice, no
+// window in which another owner could take it. It lets a Client hand a lock to its next Lock
+// call on the key without a release and an acquire. It never consults the wait queue: the
+// caller bounds how many hand-offs it makes in a row, so that others waiting get their turn.
+// Every backend of this module that implements KindLocker implements it.
+type HandOffer interface {
+	KindLocker
+	// HandOff passes the key from req.From to req.To, as HandOffRequest says.
+	HandOff(ctx context.Context, req HandOffRequest) (Acquisition, error)
+}
+
+// HandOffRequest is the argument of [HandOffer.HandOff]. When From holds the key exclusively
+// with exactly one hold and no shared hold (it is about to release its last), From's hold ends
+// and To holds the key exclusively with one hold: the lease is reset to TTL, To's wait queue
+// entry (if any) ends, and with Fence a new fencing token is drawn (as for a new lock). When To
+// already holds the key, the hand-off is taken as sent again (its reply was lost): the lease is
+// reset and To's hold count and the latest token are reported. Otherwise nothing changes and
+// HandOff returns an error wrapping ErrNotHeld (From holds nothing, several holds or shared
+// ones). An empty Key, From or To, From equal to To, or a TTL <= 0 is refused with ErrInvalid.
+type HandOffRequest struct {
+	Key   string        // the lock's key, as the backend sees it (prefix included)
+	From  string        // the owner that holds the key and gives it up
+	To    string        // a fresh owner token that takes it: it must never have held the key
+	TTL   time.Duration // the lease to set; backends round it up to whole milliseconds
+	Fence bool          // draw a new fencing token for To (Acquisition.Token); default false
+}
+
 // FenceRaiser is implemented by a Locker that can raise a key's fencing counter. A backend made
 // of several Lockers (backend/quorum) uses it to keep its tokens increasing: after a new lock it
 // raises the counter of every node that granted it to the token it reports. All backends of this

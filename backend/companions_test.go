@@ -142,7 +142,12 @@ func companionsOfOthers(t *testing.T, d driver, addr string, do onServer) {
 		notALock("Inspect, "+v.name+" at the queue", err)
 		err = b.(locker.KindLocker).Dequeue(ctx, key, "w")
 		notALock("Dequeue, "+v.name+" at the queue", err)
+		_, err = b.(locker.HandOffer).HandOff(ctx, locker.HandOffRequest{Key: key, From: "o", To: "t", TTL: time.Minute})
+		notALock("HandOff, "+v.name+" at the queue", err)
 		unchanged("the queue's readers and writers")
+		if a, err := b.Acquire(ctx, locker.AcquireRequest{Key: key, Owner: "o", TTL: time.Minute, Reentry: true}); err != nil || a.Holds != 2 {
+			t.Errorf("after the refused HandOff, %s at the queue: the giver re-enters = %+v, %v; want its second hold", v.name, a, err)
+		}
 		if err := b.Renew(ctx, []locker.Renewal{{Key: key, Owner: "o", TTL: time.Minute}})[0]; err != nil {
 			t.Errorf("Renew of the lock, %s at its queue: %v, want renewed", v.name, err)
 		}

@@ -61,8 +61,9 @@ type TB interface {
 
 // Run runs the whole suite as subtests of t: "Model" (the state machine), "Client" (one subtest
 // per Client property), "Exclusion", and "Kinds": for a locker.KindLocker, the state machine of
-// shared holds and wait queues ("Kinds/Model") and one subtest per property of Client.RLock and
-// WithFair; for any other backend, "Kinds/Unsupported" checks that those return an error
+// shared holds and wait queues ("Kinds/Model", with HandOff when the backend is a
+// locker.HandOffer) and one subtest per property of Client.RLock and WithFair; for any other
+// backend, "Kinds/Unsupported" checks that those return an error
 // wrapping errors.ErrUnsupported, and the rest is skipped.
 func Run(t *testing.T, f Factory) {
 	t.Helper()

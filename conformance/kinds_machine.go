@@ -22,7 +22,7 @@ const kindsRealTimeRuns = 15
 
 // kindsModel runs the state machine of a KindLocker: random Acquire calls of both kinds (fair or
 // not, waiting or not, re-entry only or not), Release of both kinds, calls sent again, take-backs,
-// Renew, Inspect, ForceRelease and Dequeue by 2–3 owners on 1–2 keys, and steps of time, each
+// Renew, Inspect, ForceRelease, Dequeue and HandOff (on a HandOffer) by 2–3 owners on 1–2 keys, and steps of time, each
 // result checked against kindModel.
 func (s *suite) kindsModel(t *testing.T) {
 	var runs, failing atomic.Int32
@@ -482,6 +482,54 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 				w.holds, w.lo, w.hi = map[string]kindHolds{}, time.Time{}, time.Time{} // the queue stays
 				return []*kindState{w}, ""
 			})
+		},
+		"HandOff": func(t *rapid.T) {
+			// A hand-off (a HandOffer only) from an owner that holds the key to another: mostly
+			// the exclusive holder the model knows of, once, to an owner other than it.
+			h, ok := b.(locker.HandOffer)
+			if !ok {
+				t.Skip("the backend is no locker.HandOffer")
+			}
+			key := drawKey(t)
+			from := m.candidates(key)[0].exclusive()
+			if from == "" || rapid.IntRange(0, 3).Draw(t, "any owner") == 0 {
+				from = drawOwner(t)
+			}
+			to := rapid.SampledFrom(slices.DeleteFunc(slices.Clone(owners), func(o string) bool { return o == from })).Draw(t, "to")
+			req := locker.HandOffRequest{Key: key, From: from, To: to, TTL: drawTTL(t), Fence: rapid.Bool().Draw(t, "fence")}
+			t0 := time.Now()
+			a, err := h.HandOff(ctx, req)
+			t1 := time.Now()
+			what := fmt.Sprintf("HandOff(%+v) = %+v, %v", req, a, err)
+			if err != nil && !errors.Is(err, locker.ErrNotHeld) {
+				t.Fatalf("%s: want nil or an error wrapping ErrNotHeld", what)
+			}
+			fence := locker.AcquireRequest{Fence: req.Fence}
+			m.step(t, key, t0, t1, what, func(w *kindState) ([]*kindState, string) {
+				switch held := w.holds[from]; {
+				case w.holds[to].total() > 0: // taken as sent again
+					if err != nil || a.Holds != w.holds[to].total() {
+						return nil, fmt.Sprintf("To holds the key %d times: want them reported", w.holds[to].total())
+					}
+					w.setLease(t0, t1, req.TTL)
+					return unless(w, fenceOK(w, fence, false, a.Token))
+				case held.w == 1 && held.r == 0:
+					if err != nil || a.Holds != 1 {
+						return nil, "From holds the key exclusively, once: want it handed off, Holds 1"
+					}
+					delete(w.holds, from)
+					w.holds[to] = kindHolds{w: 1}
+					w.setLease(t0, t1, req.TTL)
+					w.dequeue(to)
+					return unless(w, fenceOK(w, fence, true, a.Token))
+				case err == nil:
+					return nil, fmt.Sprintf("From holds %+v, not one exclusive hold: want ErrNotHeld", held)
+				}
+				return []*kindState{w}, ""
+			})
+			if err == nil {
+				everHeld[[2]string{key, to}] = true
+			}
 		},
 		"Dequeue": func(t *rapid.T) {
 			// Mostly an owner that the model has in the queue; any owner otherwise.

@@ -239,6 +239,14 @@ func (m *kindModel) step(t interface{ Fatalf(string, ...any) }, key string, t0, 
 	m.keys[key] = next
 }
 
+// unless returns w as the one next state, or no state and why when why is not empty.
+func unless(w *kindState, why string) ([]*kindState, string) {
+	if why != "" {
+		return nil, why
+	}
+	return []*kindState{w}, ""
+}
+
 // admits reports whether a new hold of owner may be granted on the key in state w, as
 // KindLocker says: an exclusive one on a free key, a shared one on a free or shared key, and the
 // live entries ahead of owner's own (all of them when it has none) allow it — for a fair

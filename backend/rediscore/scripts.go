@@ -75,6 +75,8 @@ var (
 	raiseLua string
 	//go:embed lua/dequeue.lua
 	dequeueLua string
+	//go:embed lua/handoff.lua
+	handOffLua string
 )
 
 // The canonical scripts; their reply formats are in the .lua files.
@@ -86,11 +88,12 @@ var (
 	ForceScript   = newScript("force", forceLua)
 	RaiseScript   = newScript("raise", raiseLua)
 	DequeueScript = newScript("dequeue", dequeueLua)
+	HandOffScript = newScript("handoff", handOffLua)
 )
 
 // Scripts lists every canonical script.
 func Scripts() []*Script {
-	return []*Script{AcquireScript, ReleaseScript, RenewScript, InspectScript, ForceScript, RaiseScript, DequeueScript}
+	return []*Script{AcquireScript, ReleaseScript, RenewScript, InspectScript, ForceScript, RaiseScript, DequeueScript, HandOffScript}
 }
 
 // PrepareScripts wraps the source of every canonical script in a driver's script object, for an

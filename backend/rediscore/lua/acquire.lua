@@ -118,12 +118,7 @@ if admitted then
   redis.call('pexpire', lock, ARGV[2])
   local token = latest
   if fence and not shared then
-    -- The next token is the counter plus one, or the server's clock in microseconds if that is
-    -- more: tokens keep growing after the server lost the counter (a restart without
-    -- persistence, a failover to a replica that missed it), unless its clock went back.
-    local now = redis.call('time')
-    token = math.max(latest + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
-    redis.call('set', fence, string.format('%d', token))
+    token = drawToken(fence, latest)
   end
   if q then
     local _, behind = dequeue(q, owner)

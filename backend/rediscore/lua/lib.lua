@@ -83,6 +83,16 @@ local function counter(key, role)
   end
   return redis.error_reply('NOTALOCK the ' .. role .. ' of the key is a string that is not a number')
 end
+-- drawToken draws a new fencing token after latest and writes it to the counter at fence: the
+-- counter plus one, or the server's clock in microseconds if that is more, so that tokens keep
+-- growing after the server lost the counter (a restart without persistence, a failover to a
+-- replica that missed it), unless its clock went back.
+local function drawToken(fence, latest)
+  local now = redis.call('time')
+  local token = math.max(latest + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
+  redis.call('set', fence, string.format('%d', token))
+  return token
+end
 -- notify sends a release notice of lock on its channel: by sharded pub/sub where the server has
 -- it (Redis >= 7), plain pub/sub otherwise; subscribers make the same choice. A notice is an
 -- optimisation: waiters also wake on timers.

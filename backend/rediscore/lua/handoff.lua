@@ -1,0 +1,50 @@
+-- Pass an exclusive hold from one owner to another in one step (locker.HandOffRequest; lib.lua
+-- has the layout): the key stays held, no notice is sent, and the wait queue is not consulted.
+-- KEYS[1]  the lock
+-- KEYS[2]  the lock's wait queue (To's entry, if any, ends)
+-- KEYS[3]  with 'f': the lock's fencing counter
+-- ARGV[1]  From, the owner that holds the lock exclusively, with one hold
+-- ARGV[2]  To, a fresh owner token
+-- ARGV[3]  lease in whole milliseconds
+-- ARGV[4]  flags: 'f' draw a new fencing token for To
+-- Returns {holds, token}: {1, the new token (0 without 'f')} when handed off; when To holds the
+-- lock already (the hand-off sent again), its hold count and the latest token, the lease reset.
+-- Errors: NOTHELD when From does not hold the lock exclusively with exactly one hold (nothing
+-- changes); NOTALOCK when the key, the queue or the counter is not what the scripts write
+-- (nothing is written).
+local lock, from, to = KEYS[1], ARGV[1], ARGV[2]
+local fence = ARGV[4]:find('f', 1, true) and KEYS[3]
+local state = lockState(lock)
+if type(state) == 'table' then
+  return state
+end
+local latest = fence and counter(fence, 'fencing counter')
+if type(latest) == 'table' then
+  return latest
+end
+local q = loadQueue(KEYS[2])
+if q.err then
+  return q
+end
+latest = tonumber(latest) or 0
+local mine = state ~= 'free' and redis.call('hget', lock, to)
+if mine then
+  local w, r = 0, tonumber(mine) or 0
+  if state == 'exclusive' then
+    w, r = holdsOf(mine)
+  end
+  redis.call('pexpire', lock, ARGV[3])
+  return {w + r, latest}
+end
+if state ~= 'exclusive' or redis.call('hget', lock, from) ~= '1' then
+  return redis.error_reply('NOTHELD the owner does not hold the lock exclusively, once')
+end
+redis.call('hdel', lock, from)
+redis.call('hset', lock, to, 1)
+redis.call('pexpire', lock, ARGV[3])
+local token = latest
+if fence then
+  token = drawToken(fence, latest)
+end
+dequeue(q, to)
+return {1, token}
