@@ -23,10 +23,12 @@ type Lease struct {
 	ttl           time.Duration
 	unlockTimeout time.Duration // bounds Unlock (WithUnlockTimeout)
 	renew         bool
-	shared        bool   // a shared hold (RLock)
-	outer         *Lease // the lease whose context this one's was derived from, if any
-	seq           uint64 // Client.seq when it was registered: orders it against the hold's operations
-	turn          *turn  // the local turn this lease holds, passed on by Unlock or loss; nil if none
+	shared        bool      // a shared hold (RLock)
+	outer         *Lease    // the lease whose context this one's was derived from, if any
+	seq           uint64    // Client.seq when it was registered: orders it against the hold's operations
+	turn          *turn     // the local turn this lease holds, passed on by Unlock or loss; nil if none
+	granted       time.Time // when it was granted, for the Observer (zero without one)
+	lost          bool      // its context ended with ErrLockLost through lose; guarded by Client.mu
 
 	values   leaseValues // the parent of ctx
 	ctx      context.Context
@@ -162,6 +164,11 @@ func (l *Lease) Unlock() error {
 	if !l.unlocked.CompareAndSwap(false, true) {
 		return fmt.Errorf("locker: unlock %s: already unlocked: %w", display.Key(l.key), ErrNotHeld)
 	}
+	var start time.Time
+	obs := l.client.cfg.obs
+	if obs != nil {
+		start = time.Now()
+	}
 	l.client.forget(l)
 	l.end(nil)
 	// The release keeps the values of the lease's context (tracing) but not its end.
@@ -172,11 +179,14 @@ func (l *Lease) Unlock() error {
 	l.passTurn() // after the release: the next local waiter tries at once
 	switch {
 	case err != nil && timedOut:
-		return fmt.Errorf("locker: unlock %s: no answer within %v (WithUnlockTimeout); the hold may stay until its lease runs out: %w", display.Key(l.key), l.unlockTimeout, err)
+		err = fmt.Errorf("locker: unlock %s: no answer within %v (WithUnlockTimeout); the hold may stay until its lease runs out: %w", display.Key(l.key), l.unlockTimeout, err)
 	case err != nil:
-		return fmt.Errorf("locker: unlock %s: %w", display.Key(l.key), err)
+		err = fmt.Errorf("locker: unlock %s: %w", display.Key(l.key), err)
 	}
-	return nil
+	if obs != nil {
+		l.observeUnlock(obs, start, err)
+	}
+	return err
 }
 
 // end ends the lease's context with cause (nil: context.Canceled, for Unlock). A lost or closed

@@ -2,6 +2,7 @@ package locker
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 	"unicode"
@@ -45,6 +46,8 @@ type config struct {
 	fence     bool
 	fair      bool          // Lock and RLock wait in the key's queue (WithFair)
 	unlock    time.Duration // bound of an Unlock (WithUnlockTimeout)
+	obs       *Observer     // WithObserver, WithLogger; the Client's only
+	log       *slog.Logger  // WithLogger; the Client's only
 	err       error         // the first invalid option, reported by every call that uses this config
 }
 
