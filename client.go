@@ -566,7 +566,7 @@ func (c *Client) register(ctx context.Context, r *request, res Acquisition, seq 
 	}
 	l.values = leaseValues{parent: ctx, lease: l}
 	if c.cfg.obs != nil {
-		l.granted = time.Now()
+		l.granted = sinceEpoch()
 	}
 	l.ctx, l.cancel = context.WithCancelCause(&l.values)
 	if !cfg.renew {

@@ -23,12 +23,12 @@ type Lease struct {
 	ttl           time.Duration
 	unlockTimeout time.Duration // bounds Unlock (WithUnlockTimeout)
 	renew         bool
-	shared        bool      // a shared hold (RLock)
-	outer         *Lease    // the lease whose context this one's was derived from, if any
-	seq           uint64    // Client.seq when it was registered: orders it against the hold's operations
-	turn          *turn     // the local turn this lease holds, passed on by Unlock or loss; nil if none
-	granted       time.Time // when it was granted, for the Observer (zero without one)
-	lost          bool      // its context ended with ErrLockLost through lose; guarded by Client.mu
+	shared        bool          // a shared hold (RLock)
+	lost          bool          // lose reported it lost; guarded by Client.mu
+	outer         *Lease        // the lease whose context this one's was derived from, if any
+	seq           uint64        // Client.seq when it was registered: orders it against the hold's operations
+	turn          *turn         // the local turn this lease holds, passed on by Unlock or loss; nil if none
+	granted       time.Duration // when it was granted, as sinceEpoch (for the Observer; 0 without one)
 
 	values   leaseValues // the parent of ctx
 	ctx      context.Context
@@ -164,10 +164,10 @@ func (l *Lease) Unlock() error {
 	if !l.unlocked.CompareAndSwap(false, true) {
 		return fmt.Errorf("locker: unlock %s: already unlocked: %w", display.Key(l.key), ErrNotHeld)
 	}
-	var start time.Time
+	var start time.Duration
 	obs := l.client.cfg.obs
 	if obs != nil {
-		start = time.Now()
+		start = sinceEpoch()
 	}
 	l.client.forget(l)
 	l.end(nil)

@@ -234,6 +234,13 @@ func (c *Client) obtainObserved(ctx context.Context, key string, opts []Option, 
 	return l, err
 }
 
+// epoch is the origin of sinceEpoch.
+var epoch = time.Now()
+
+// sinceEpoch returns the time since epoch, by the monotonic clock: a Lease keeps its grant time
+// so, in 8 bytes rather than a time.Time's 24.
+func sinceEpoch() time.Duration { return time.Since(epoch) }
+
 // refusedOnly reports whether err is a refusal (a *NotObtainedError) without a ctx error.
 func refusedOnly(err error) bool {
 	var refused *NotObtainedError
@@ -241,9 +248,9 @@ func refusedOnly(err error) bool {
 }
 
 // observeUnlock reports l's Unlock, which returns err.
-func (l *Lease) observeUnlock(o *Observer, start time.Time, err error) {
+func (l *Lease) observeUnlock(o *Observer, start time.Duration, err error) {
 	if o.Unlock != nil {
-		o.Unlock(l.ctx, UnlockEvent{Lease: l, Held: start.Sub(l.granted), Lost: l.lost, Err: err})
+		o.Unlock(l.ctx, UnlockEvent{Lease: l, Held: start - l.granted, Lost: l.lost, Err: err})
 	}
 }
 
@@ -253,7 +260,7 @@ func (l *Lease) lose(why LostCause) {
 	if !l.lost {
 		l.lost = true
 		if o := l.client.cfg.obs; o != nil && o.Lost != nil {
-			o.Lost(l.ctx, LostEvent{Lease: l, Cause: why, Held: time.Since(l.granted)})
+			o.Lost(l.ctx, LostEvent{Lease: l, Cause: why, Held: sinceEpoch() - l.granted})
 		}
 	}
 	l.end(ErrLockLost)
