@@ -24,10 +24,14 @@ import (
 // and Lost (it carries the values of Lock's ctx: trace data), and context.Background for Renew.
 // Events carry no owner token, but a Lease's Owner method returns it: do not record it.
 type Observer struct {
-	Lock   func(ctx context.Context, e LockEvent)
+	// Lock is called at the return of every Lock, TryLock, RLock and TryRLock. Default nil.
+	Lock func(ctx context.Context, e LockEvent)
+	// Unlock is called at the return of every Unlock that releases a hold. Default nil.
 	Unlock func(ctx context.Context, e UnlockEvent)
-	Renew  func(ctx context.Context, e RenewEvent)
-	Lost   func(ctx context.Context, e LostEvent)
+	// Renew is called after every renewal round trip of the watchdog. Default nil.
+	Renew func(ctx context.Context, e RenewEvent)
+	// Lost is called once per lost Lease, before its context ends. Default nil.
+	Lost func(ctx context.Context, e LostEvent)
 }
 
 // LockEvent reports one Lock, TryLock, RLock or TryRLock call, at its return.
@@ -150,7 +154,7 @@ func (c LostCause) String() string {
 // (see Observer). Given more than once, every Observer is called, in order. It applies to the
 // Client (in New); given to a single call, it is ignored. Default: none.
 func WithObserver(o Observer) Option {
-	return func(c *config) { c.obs = c.obs.join(o) }
+	return func(c *config) { c.obs = c.obs.join(o, nil) }
 }
 
 // WithLogger makes the Client write log/slog records, at level Warn, of lost leases (the key,
@@ -163,7 +167,6 @@ func WithLogger(l *slog.Logger) Option {
 		if l == nil {
 			return
 		}
-		c.log = l
 		c.obs = c.obs.join(Observer{
 			Lost: func(ctx context.Context, e LostEvent) {
 				l.LogAttrs(ctx, slog.LevelWarn, "locker: lease lost",
@@ -177,21 +180,33 @@ func WithLogger(l *slog.Logger) Option {
 				l.LogAttrs(ctx, slog.LevelWarn, "locker: renewal failed",
 					slog.Int("holds", e.Holds), slog.Int("failed", e.Failed), slog.Duration("duration", e.Duration), slog.Any("error", e.Err))
 			},
-		})
+		}, l)
 	}
 }
 
-// join returns an Observer that calls o's funcs, then p's; o may be nil.
-func (o *Observer) join(p Observer) *Observer {
+// observers is what WithObserver and WithLogger set: the Observers, joined, and the logger. A
+// config holds it by pointer (a Lock call copies its config: one word, nil when unused); it is
+// never changed once made.
+type observers struct {
+	Observer
+	log *slog.Logger // WithLogger; nil: none
+}
+
+// join returns observers that call o's funcs, then p's, with log when not nil (else o's); o may
+// be nil.
+func (o *observers) join(p Observer, log *slog.Logger) *observers {
 	if o == nil {
-		return &p
+		return &observers{Observer: p, log: log}
 	}
-	return &Observer{
+	if log == nil {
+		log = o.log
+	}
+	return &observers{Observer: Observer{
 		Lock:   both(o.Lock, p.Lock),
 		Unlock: both(o.Unlock, p.Unlock),
 		Renew:  both(o.Renew, p.Renew),
 		Lost:   both(o.Lost, p.Lost),
-	}
+	}, log: log}
 }
 
 func both[E any](f, g func(context.Context, E)) func(context.Context, E) {
@@ -248,7 +263,7 @@ func refusedOnly(err error) bool {
 }
 
 // observeUnlock reports l's Unlock, which returns err.
-func (l *Lease) observeUnlock(o *Observer, start time.Duration, err error) {
+func (l *Lease) observeUnlock(o *observers, start time.Duration, err error) {
 	if o.Unlock != nil {
 		o.Unlock(l.ctx, UnlockEvent{Lease: l, Held: start - l.granted, Lost: l.lost, Err: err})
 	}
@@ -274,7 +289,7 @@ func (h *hold) lose(why LostCause) {
 }
 
 // observeRenew reports a renewal round trip of batch that took d and returned errs.
-func (c *Client) observeRenew(o *Observer, batch []Renewal, errs []error, d time.Duration) {
+func (c *Client) observeRenew(o *observers, batch []Renewal, errs []error, d time.Duration) {
 	e := RenewEvent{Holds: len(batch), Duration: d}
 	for i := range batch {
 		err := errUnknown
@@ -299,10 +314,10 @@ func (c *Client) observeRenew(o *Observer, batch []Renewal, errs []error, d time
 // logSubscribe writes the record of a release-notice subscription on key that failed with err,
 // when the Client has a logger and the failure is worth one.
 func (c *Client) logSubscribe(ctx context.Context, key string, err error) {
-	if c.cfg.log == nil || ctx.Err() != nil || errors.Is(err, errors.ErrUnsupported) {
+	if c.cfg.obs == nil || c.cfg.obs.log == nil || ctx.Err() != nil || errors.Is(err, errors.ErrUnsupported) {
 		return
 	}
-	c.cfg.log.LogAttrs(ctx, slog.LevelWarn, "locker: release notices unavailable, waiting on timers",
+	c.cfg.obs.log.LogAttrs(ctx, slog.LevelWarn, "locker: release notices unavailable, waiting on timers",
 		slog.String("key", logKey(key)), slog.Any("error", err))
 }
 
