@@ -48,11 +48,14 @@ func TestRunMetrics(t *testing.T) {
 	}
 	expectLines(t, tio.stderr.String(),
 		"locker run: metrics: lock calls: 1 (1 acquired); wait p50 ",
-		"locker run: metrics: renewals: ", // some renewed before the force, 1 gone
-		"locker run: metrics: lost leases: 1 (1 gone)",
+		"locker run: metrics: renewals: ",
+		"locker run: metrics: lost leases: 1 (1 ",
 	)
-	if !strings.Contains(tio.stderr.String(), ", 1 gone, 0 failed, in ") {
-		t.Errorf("no renewal found the lease gone:\n%s", tio.stderr)
+	// The next renewal finds the lease gone; on a machine so loaded that it came 200ms late,
+	// the lease expired first by the local clock.
+	gone := strings.Contains(tio.stderr.String(), ", 1 gone, 0 failed, in ") && strings.Contains(tio.stderr.String(), "lost leases: 1 (1 gone)")
+	if !gone && !strings.Contains(tio.stderr.String(), "lost leases: 1 (1 expired)") {
+		t.Errorf("the lease was neither found gone by a renewal nor expired:\n%s", tio.stderr)
 	}
 }
 
