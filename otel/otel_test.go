@@ -231,3 +231,52 @@ func attrString(s attribute.Set) string {
 	}
 	return "{" + strings.Join(parts, ",") + "}"
 }
+
+// With a threshold of 0 every call gets a span, named after the call, with an error status for
+// the outcome "error" only; the span is a child of the span in the call's ctx.
+func TestSpans(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		spans := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+		obs, err := lockerotel.NewObserver(lockerotel.WithMeterProvider(sdkmetric.NewMeterProvider()),
+			lockerotel.WithTracerProvider(tp), lockerotel.WithSpanThreshold(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := locker.New(memory.New(), locker.WithObserver(obs))
+		defer c.Close()
+		ctx, parent := tp.Tracer("test").Start(context.Background(), "request")
+		r, err := c.RLock(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Lock(r.Context(), "k"); !errors.Is(err, locker.ErrUpgrade) {
+			t.Fatal(err)
+		}
+		if _, err := c.TryLock(ctx, "k"); !errors.Is(err, locker.ErrNotObtained) {
+			t.Fatal(err)
+		}
+		_ = r.Unlock()
+		parent.End()
+		var got []string
+		for _, s := range spans.Ended() {
+			if s.Name() == "request" {
+				continue
+			}
+			if s.Parent().SpanID() != parent.SpanContext().SpanID() {
+				t.Errorf("span %s is not a child of the request's span", s.Name())
+			}
+			outcome := ""
+			for _, kv := range s.Attributes() {
+				if kv.Key == lockerotel.OutcomeKey {
+					outcome = kv.Value.AsString()
+				}
+			}
+			got = append(got, s.Name()+" "+outcome+" "+s.Status().Code.String())
+		}
+		want := []string{"locker.RLock acquired Unset", "locker.Lock error Error", "locker.TryLock not_obtained Unset"}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("spans:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+}
