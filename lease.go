@@ -23,12 +23,10 @@ type Lease struct {
 	ttl           time.Duration
 	unlockTimeout time.Duration // bounds Unlock (WithUnlockTimeout)
 	renew         bool
-	shared        bool          // a shared hold (RLock)
-	lost          bool          // lose reported it lost; guarded by Client.mu
-	outer         *Lease        // the lease whose context this one's was derived from, if any
-	seq           uint64        // Client.seq when it was registered: orders it against the hold's operations
-	turn          *turn         // the local turn this lease holds, passed on by Unlock or loss; nil if none
-	granted       time.Duration // when it was granted, as sinceEpoch (for the Observer; 0 without one)
+	shared        bool   // a shared hold (RLock)
+	outer         *Lease // the lease whose context this one's was derived from, if any
+	seq           uint64 // Client.seq when it was registered: orders it against the hold's operations
+	turn          *turn  // the local turn this lease holds, passed on by Unlock or loss; nil if none
 
 	values   leaseValues // the parent of ctx
 	ctx      context.Context
@@ -36,6 +34,11 @@ type Lease struct {
 	stop     context.CancelFunc // ends the deadline of a fixed lease; nil when renewed
 	unlocked atomic.Bool
 	passed   atomic.Bool // the turn was handed on
+
+	// For the Client's Observer: when the lease was granted (sinceEpoch; 0 without an
+	// Observer), and whether lose reported it lost (guarded by Client.mu).
+	granted time.Duration
+	lost    bool
 }
 
 // Key returns the key as it was passed to Lock, without the key prefix.
@@ -164,11 +167,6 @@ func (l *Lease) Unlock() error {
 	if !l.unlocked.CompareAndSwap(false, true) {
 		return fmt.Errorf("locker: unlock %s: already unlocked: %w", display.Key(l.key), ErrNotHeld)
 	}
-	var start time.Duration
-	obs := l.client.cfg.obs
-	if obs != nil {
-		start = sinceEpoch()
-	}
 	l.client.forget(l)
 	l.end(nil)
 	// The release keeps the values of the lease's context (tracing) but not its end.
@@ -183,8 +181,8 @@ func (l *Lease) Unlock() error {
 	case err != nil:
 		err = fmt.Errorf("locker: unlock %s: %w", display.Key(l.key), err)
 	}
-	if obs != nil {
-		l.observeUnlock(obs, start, err)
+	if obs := l.client.cfg.obs; obs != nil {
+		l.observeUnlock(obs, err)
 	}
 	return err
 }

@@ -91,7 +91,8 @@ func (o Outcome) String() string {
 type UnlockEvent struct {
 	// Lease is the lease unlocked.
 	Lease *Lease
-	// Held is the time from the lease's grant to the Unlock call.
+	// Held is the time from the lease's grant to the end of its release (Unlock's return): the
+	// time the backend held it for this lease.
 	Held time.Duration
 	// Lost reports that Observer.Lost was called for this lease before (its Unlock then
 	// usually fails with ErrNotHeld): a count of held leases already counted it out.
@@ -263,9 +264,9 @@ func refusedOnly(err error) bool {
 }
 
 // observeUnlock reports l's Unlock, which returns err.
-func (l *Lease) observeUnlock(o *observers, start time.Duration, err error) {
+func (l *Lease) observeUnlock(o *observers, err error) {
 	if o.Unlock != nil {
-		o.Unlock(l.ctx, UnlockEvent{Lease: l, Held: start - l.granted, Lost: l.lost, Err: err})
+		o.Unlock(l.ctx, UnlockEvent{Lease: l, Held: sinceEpoch() - l.granted, Lost: l.lost, Err: err})
 	}
 }
 

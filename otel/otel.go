@@ -121,7 +121,8 @@ var secondsBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 
 //   - locker.lock.wait (histogram, s): the time of every lock call, from the call to its return;
 //     attributes locker.kind, locker.try, locker.outcome (and locker.key.label).
 //   - locker.lock.acquisitions (counter, {call}): lock calls, with the same attributes.
-//   - locker.lock.hold (histogram, s): the time from a lease's grant to its Unlock; locker.kind.
+//   - locker.lock.hold (histogram, s): the time from a lease's grant to its release by Unlock;
+//     locker.kind.
 //   - locker.leases.held (up-down counter, {lease}): leases granted and neither unlocked nor
 //     lost; locker.kind.
 //   - locker.leases.lost (counter, {lease}): leases lost; locker.kind, locker.lost.cause.
@@ -160,7 +161,7 @@ func NewObserver(opts ...Option) (locker.Observer, error) {
 		return x
 	}
 	ins.wait = hist("locker.lock.wait", "Time of a lock call, from the call to its return.")
-	ins.hold = hist("locker.lock.hold", "Time from a lease's grant to its Unlock.")
+	ins.hold = hist("locker.lock.hold", "Time from a lease's grant to its release by Unlock.")
 	ins.renewTime = hist("locker.renewal.duration", "Time of a renewal round trip of the watchdog.")
 	ins.acquisitions = counter("locker.lock.acquisitions", "{call}", "Lock calls, by outcome.")
 	ins.lost = counter("locker.leases.lost", "{lease}", "Leases lost, by cause.")
