@@ -81,7 +81,7 @@ func New(backend Locker, opts ...Option) *Client {
 // background (see ReleaseRequest.Undo), sending the take-back again for up to 5s while the
 // backend is unavailable, so no hold is left behind for a whole TTL.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
-	return c.obtain(ctx, key, opts, true, false)
+	return c.obtainObserved(ctx, key, opts, true, false)
 }
 
 // TryLock makes one attempt to obtain (or re-enter) the lock on key, as Lock does, but does not
@@ -89,7 +89,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lease, 
 // ErrNotObtained and reports the holder's remaining lease. When the backend fails, TryLock
 // returns its error at once (and takes back the acquire, as Lock does).
 func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
-	return c.obtain(ctx, key, opts, false, false)
+	return c.obtainObserved(ctx, key, opts, false, false)
 }
 
 // RLock obtains a shared (read) hold on key, waiting as long as it takes, as Lock does: any
@@ -108,13 +108,13 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Leas
 // causes. It needs a backend that implements KindLocker (every backend of this module but
 // backend/quorum); on another, it returns an error wrapping errors.ErrUnsupported.
 func (c *Client) RLock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
-	return c.obtain(ctx, key, opts, true, true)
+	return c.obtainObserved(ctx, key, opts, true, true)
 }
 
 // TryRLock makes one attempt to obtain (or re-enter) a shared hold on key, as RLock does, but
 // does not wait: while a writer holds or waits for the key it returns a *NotObtainedError.
 func (c *Client) TryRLock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
-	return c.obtain(ctx, key, opts, false, true)
+	return c.obtainObserved(ctx, key, opts, false, true)
 }
 
 // Inspect reports whether key is locked, who holds it (State.Owner, shortened for people), the
@@ -463,6 +463,7 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 	var (
 		notices  <-chan struct{}
 		listened bool
+		logged   bool // a failed subscription was logged
 		w        waiter
 	)
 	defer w.stop()
@@ -500,6 +501,10 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 				notices = ch
 				refused = nil
 				continue
+			}
+			if !logged {
+				logged = true
+				c.logSubscribe(ctx, r.key, err)
 			}
 			if ctx.Err() != nil {
 				refused.Err = ctx.Err()
@@ -563,6 +568,9 @@ func (c *Client) register(ctx context.Context, r *request, res Acquisition, seq 
 		shared: r.shared,
 	}
 	l.values = leaseValues{parent: ctx, lease: l}
+	if c.cfg.obs != nil {
+		l.granted = sinceEpoch()
+	}
 	l.ctx, l.cancel = context.WithCancelCause(&l.values)
 	if !cfg.renew {
 		l.ctx, l.stop = context.WithDeadlineCause(l.ctx, validUntil(sent, cfg.ttl), ErrLockLost)
@@ -580,7 +588,7 @@ func (c *Client) register(ctx context.Context, r *request, res Acquisition, seq 
 		c.held[id] = h
 	}
 	if holds == 1 && len(h.leases) > 0 {
-		h.dropUpTo(seq)
+		h.dropUpTo(seq, LostGone)
 	}
 	if holds == 1 && r.reentry {
 		if len(h.leases) == 0 {
@@ -616,7 +624,7 @@ func (c *Client) giveBack(ctx context.Context, l *Lease, cause error) error {
 // loseUpTo drops the leases of h registered at or before seq (see hold.dropUpTo), and forgets h
 // when none is left. Client.mu is held.
 func (c *Client) loseUpTo(h *hold, seq uint64) {
-	h.dropUpTo(seq)
+	h.dropUpTo(seq, LostGone)
 	if len(h.leases) == 0 && c.held[h.id] == h {
 		delete(c.held, h.id)
 	}
@@ -654,7 +662,7 @@ func (c *Client) loseKey(full string) {
 	for id, h := range c.held {
 		if id.key == full {
 			delete(c.held, id)
-			h.end(ErrLockLost)
+			h.lose(LostForced)
 		}
 	}
 }

@@ -72,9 +72,9 @@ func (h *hold) confirm(seq, next uint64, sent time.Time, ttl time.Duration) {
 }
 
 // dropUpTo removes the leases registered at or before seq (Lease.seq) and ends their contexts
-// with ErrLockLost: the backend showed that the owner's holds were gone after they were taken.
-// Leases registered later were granted after that and stay.
-func (h *hold) dropUpTo(seq uint64) {
+// with ErrLockLost, reporting why: the backend showed that the owner's holds were gone after they
+// were taken. Leases registered later were granted after that and stay.
+func (h *hold) dropUpTo(seq uint64, why LostCause) {
 	kept := h.leases[:0]
 	for _, l := range h.leases {
 		if l.seq > seq {
@@ -84,7 +84,7 @@ func (h *hold) dropUpTo(seq uint64) {
 		if l.renew {
 			h.renewing--
 		}
-		l.end(ErrLockLost)
+		l.lose(why)
 	}
 	clear(h.leases[len(kept):])
 	h.leases = kept

@@ -34,6 +34,11 @@ type Lease struct {
 	stop     context.CancelFunc // ends the deadline of a fixed lease; nil when renewed
 	unlocked atomic.Bool
 	passed   atomic.Bool // the turn was handed on
+
+	// For the Client's Observer: when the lease was granted (sinceEpoch; 0 without an
+	// Observer), and whether lose reported it lost (guarded by Client.mu).
+	granted time.Duration
+	lost    bool
 }
 
 // Key returns the key as it was passed to Lock, without the key prefix.
@@ -172,11 +177,14 @@ func (l *Lease) Unlock() error {
 	l.passTurn() // after the release: the next local waiter tries at once
 	switch {
 	case err != nil && timedOut:
-		return fmt.Errorf("locker: unlock %s: no answer within %v (WithUnlockTimeout); the hold may stay until its lease runs out: %w", display.Key(l.key), l.unlockTimeout, err)
+		err = fmt.Errorf("locker: unlock %s: no answer within %v (WithUnlockTimeout); the hold may stay until its lease runs out: %w", display.Key(l.key), l.unlockTimeout, err)
 	case err != nil:
-		return fmt.Errorf("locker: unlock %s: %w", display.Key(l.key), err)
+		err = fmt.Errorf("locker: unlock %s: %w", display.Key(l.key), err)
 	}
-	return nil
+	if obs := l.client.cfg.obs; obs != nil {
+		l.observeUnlock(obs, err)
+	}
+	return err
 }
 
 // end ends the lease's context with cause (nil: context.Canceled, for Unlock). A lost or closed

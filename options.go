@@ -35,17 +35,20 @@ type Option func(*config)
 
 // config is the resolved set of options of a Client or of one call.
 type config struct {
-	ttl       time.Duration
+	ttl    time.Duration
+	retry  RetryStrategy
+	owner  string
+	label  string // put in front of fresh owner tokens (WithOwnerLabel)
+	prefix string
+	unlock time.Duration // bound of an Unlock (WithUnlockTimeout)
+	obs    *observers    // WithObserver, WithLogger; only the Client's are used
+	err    error         // the first invalid option, reported by every call that uses this config
+
+	// The flags, together: a Lock call copies config into its request.
 	renew     bool
-	retry     RetryStrategy
-	owner     string
-	heldOwner bool   // owner's hold may only be re-entered (WithHeldOwner)
-	label     string // put in front of fresh owner tokens (WithOwnerLabel)
-	prefix    string
+	heldOwner bool // owner's hold may only be re-entered (WithHeldOwner)
 	fence     bool
-	fair      bool          // Lock and RLock wait in the key's queue (WithFair)
-	unlock    time.Duration // bound of an Unlock (WithUnlockTimeout)
-	err       error         // the first invalid option, reported by every call that uses this config
+	fair      bool // Lock and RLock wait in the key's queue (WithFair)
 }
 
 func defaultConfig() config {

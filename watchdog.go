@@ -63,7 +63,7 @@ func (c *Client) tick() {
 	for id, h := range c.held {
 		if !now.Before(h.validUntil) {
 			delete(c.held, id)
-			h.end(ErrLockLost)
+			h.lose(LostExpired)
 			continue
 		}
 		if !c.wd.renewing && h.renewable(now) {
@@ -104,6 +104,9 @@ func (c *Client) renew(batch []Renewal, holds []*hold, seqs []uint64, deadline t
 	ctx, cancel := context.WithDeadline(c.ctx, deadline)
 	errs := c.backend.Renew(ctx, batch)
 	cancel()
+	if o := c.cfg.obs; o != nil && o.Renew != nil {
+		c.observeRenew(o, batch, errs, time.Since(sent))
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -55,6 +55,7 @@ type Backend struct {
 func New(d Driver, name string, opts ...Option) *Backend {
 	b := &Backend{d: d, prefix: name, opts: resolve(opts)}
 	b.notices = newHub(d, b.opts.noticeConns)
+	b.notices.log = b.opts.log
 	if b.opts.err != nil {
 		b.opts.err = fmt.Errorf("%s: %w", name, b.opts.err)
 	}

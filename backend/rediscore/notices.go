@@ -3,6 +3,7 @@ package rediscore
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,7 +36,8 @@ const (
 type hub struct {
 	d        Driver
 	maxConns int
-	unshared atomic.Bool // the server has no sharded pub/sub: subscribe with SUBSCRIBE
+	unshared atomic.Bool  // the server has no sharded pub/sub: subscribe with SUBSCRIBE
+	log      *slog.Logger // WithLogger: records of dropped connections; nil: none
 
 	mu        sync.Mutex
 	subs      map[string]*channelSub   // by channel, while it has waiters
@@ -334,10 +336,15 @@ func (h *hub) broken(c *noticeConn, err error) {
 	for _, s := range c.subs {
 		h.unplace(s, err, counted)
 	}
+	channels := len(c.subs)
 	clear(c.subs)
 	h.mu.Unlock()
 	if closing != nil {
 		go closing.Close()
+	}
+	if h.log != nil && channels > 0 {
+		h.log.LogAttrs(context.Background(), slog.LevelWarn, "locker: release-notice connection dropped, subscribing its channels again",
+			slog.String("node", c.node), slog.Int("channels", channels), slog.Any("error", err))
 	}
 }
 

@@ -1,9 +1,11 @@
 package rediscore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -210,9 +212,14 @@ func TestNoticesSurviveBrokenConnections(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakePubSub()
 		h := newHub(f, 2)
+		var logged bytes.Buffer
+		h.log = slog.New(slog.NewTextHandler(&logged, nil))
 		ws := subscribeAll(t, h, 500)
 		f.kill()
 		synctest.Wait()
+		if n := strings.Count(logged.String(), `level=WARN msg="locker: release-notice connection dropped, subscribing its channels again" node=`); n == 0 {
+			t.Errorf("no record of the dropped connections:\n%s", logged.String())
+		}
 		for i, w := range ws {
 			if !noticed(w) {
 				t.Fatalf("waiter %d was not woken by the broken connection", i)

@@ -2,6 +2,7 @@ package rediscore
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/hashlock/locker"
@@ -15,6 +16,7 @@ type options struct {
 	noticeConns int           // the most notice connections per node (WithNoticeConns)
 	acks        int           // replicas to wait for after an acquire or a release; 0: none
 	ackTimeout  time.Duration // the longest wait for them
+	log         *slog.Logger  // WithLogger; nil: no records
 	err         error         // the first invalid option, returned by every call
 }
 
@@ -32,6 +34,16 @@ func WithNoticeConns(n int) Option {
 		}
 		o.noticeConns = n
 	}
+}
+
+// WithLogger makes the Backend write a log/slog record, at level Warn, when a release-notice
+// connection drops: "locker: release-notice connection dropped, subscribing its channels
+// again", with the node's address, the number of channels it carried and the error. Waiters
+// are woken and the channels subscribed again on other connections whatever the logger; a
+// locker.Client's WithLogger records the subscriptions that fail for good (the Client then
+// waits on timers). A nil logger writes nothing. Default: no records.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.log = l }
 }
 
 // fail records err unless an earlier option was invalid already.

@@ -62,6 +62,7 @@ benchmarks of bench/compare.`,
 		fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", bench.DefaultLeaseTTL, "TTL of the watchdog scenario's leases (renewed every third of it)")
 		fs.StringVar(&cfg.JSON, "json", "", "also write the results as JSON to `FILE` (- for stdout, and the tables to stderr)")
 		fs.BoolVar(&cfg.Markdown, "markdown", false, "print the tables in Markdown")
+		fs.BoolVar(&cfg.Metrics, "metrics", false, "at exit, print on stderr a summary of the metrics of our Clients over the whole run (every scenario and driver, calibration runs included): lock calls by outcome, wait, time held, renewals, lost leases")
 		return func(ctx context.Context, s *streams, _ []string) error {
 			if len(cf.urls) > 1 {
 				return usagef("bench takes one --redis (the quorum's cost is in go test -bench ./bench/)")
@@ -93,6 +94,7 @@ type benchConfig struct {
 	Time      time.Duration
 	JSON      string
 	Markdown  bool
+	Metrics   bool // --metrics: a summary of the Clients' metrics on stderr at exit
 
 	Goroutines int
 	Hold       time.Duration
@@ -244,6 +246,14 @@ func runBench(ctx context.Context, s *streams, cfg benchConfig) error {
 				libs = append(libs, l)
 			}
 		}
+	}
+
+	if cfg.Metrics {
+		var m metrics
+		for i := range libs {
+			libs[i] = bench.WithClientOptions(libs[i], locker.WithObserver(m.observer()))
+		}
+		defer m.write(s.err, "bench")
 	}
 
 	w := &errWriter{w: s.out}

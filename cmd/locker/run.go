@@ -126,6 +126,8 @@ type runConfig struct {
 	// the lock in the order in which they asked for it, and -n never jumps the queue. Default
 	// false.
 	Fair bool
+	// Metrics is --metrics: print a summary of the Client's metrics on stderr at exit.
+	Metrics bool
 }
 
 // tokenEnv is the environment variable that carries the lease's fencing token to the command.
@@ -162,6 +164,7 @@ func (c *runConfig) define(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Grace, "grace", c.Grace, "how long the command's processes have between SIGTERM and SIGKILL when they are ended")
 	fs.BoolVar(&c.Fencing, "fencing", false, "take a fencing token and pass it to the command as $"+tokenEnv+" (keeps a counter key per lock key on the server)")
 	fs.StringVar(&c.OwnerLabel, "owner-label", "", "label the owner token with `text`, for locker inspect (default host/pid)")
+	fs.BoolVar(&c.Metrics, "metrics", false, "at exit, print on stderr a summary of the lock's metrics: lock calls by outcome, wait, time held, renewals, lost leases")
 }
 
 // waitValue is the value of -w: seconds as flock(1) takes them (fractions too), or a Go duration.
@@ -403,6 +406,11 @@ func runLocked(ctx context.Context, s *streams, cfg runConfig, cf *connFlags, ar
 		label = defaultLabel()
 	}
 	opts = append(opts, locker.WithOwnerLabel(label))
+	if cfg.Metrics {
+		var m metrics
+		opts = append(opts, locker.WithObserver(m.observer()))
+		defer m.write(s.err, "run") // after Close, below: every event is in
+	}
 	client := locker.New(backend.Locker, opts...)
 	defer client.Close()
 

@@ -87,6 +87,8 @@ type Lib struct {
 	// connection of its own, and the function that closes it (for the connections per Client
 	// of the many-hot-keys scenario; nil for the memory backend, which has no server).
 	ServerConns func() (ConnCount, func(), error)
+
+	opts []locker.Option // the options of our Clients (Ours, WithClientOptions)
 }
 
 // A Runner runs a scenario's measured loop: a *testing.B (through Bench), or a time budget

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -35,6 +36,7 @@ func Ours(name, driver string, open func() (locker.Locker, func(), error), floor
 		Reentrant: true,
 		Floor:     floor,
 		Backend:   open,
+		opts:      opts,
 		Open: func() (Mutex, func(), error) {
 			be, closeBackend, err := open()
 			if err != nil {
@@ -48,6 +50,18 @@ func Ours(name, driver string, open func() (locker.Locker, func(), error), floor
 			}, nil
 		},
 	}
+}
+
+// WithClientOptions returns lib, when it is ours (made by Ours), with opts added to the options
+// of every Client it makes (the watchdog scenario's too); another lib as it is. locker bench
+// --metrics adds its Observer so.
+func WithClientOptions(lib Lib, opts ...locker.Option) Lib {
+	if lib.Backend == nil {
+		return lib
+	}
+	ours := Ours(lib.Name, lib.Driver, lib.Backend, lib.Floor, append(slices.Clip(lib.opts), opts...)...)
+	ours.ScriptFloor, ours.ServerConns = lib.ScriptFloor, lib.ServerConns
+	return ours
 }
 
 // ourMutex is a locker.Client as a Mutex.

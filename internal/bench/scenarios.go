@@ -637,7 +637,7 @@ func Watchdog(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, error
 	}
 	defer done()
 	cnt := Count(be)
-	c := locker.New(cnt, locker.WithTTL(cfg.LeaseTTL))
+	c := locker.New(cnt, append(slices.Clip(lib.opts), locker.WithTTL(cfg.LeaseTTL))...)
 	defer c.Close()
 
 	base := newKey("watchdog")

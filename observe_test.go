@@ -1,0 +1,256 @@
+package locker_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/memory"
+)
+
+// recorder is an Observer that writes every event as a line.
+type recorder struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (r *recorder) add(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, fmt.Sprintf(format, args...))
+}
+
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	lines := r.lines
+	r.lines = nil
+	return lines
+}
+
+func (r *recorder) observer() locker.Observer {
+	return locker.Observer{
+		Lock: func(ctx context.Context, e locker.LockEvent) {
+			if (e.Lease != nil) != (e.Err == nil) || ctx == nil {
+				r.add("bad lock event %+v", e)
+			}
+			r.add("lock %s shared=%v try=%v %v wait=%v", e.Key, e.Shared, e.Try, e.Outcome, e.Wait)
+		},
+		Unlock: func(ctx context.Context, e locker.UnlockEvent) {
+			r.add("unlock %s held=%v lost=%v notheld=%v", e.Lease.Key(), e.Held, e.Lost, errors.Is(e.Err, locker.ErrNotHeld))
+		},
+		Renew: func(ctx context.Context, e locker.RenewEvent) {
+			r.add("renew holds=%d renewed=%d gone=%d failed=%d err=%v", e.Holds, e.Renewed, e.Gone, e.Failed, e.Err != nil)
+		},
+		Lost: func(ctx context.Context, e locker.LostEvent) {
+			if ctx.Err() != nil { // these tests' leases are renewed: their contexts end after Lost
+				r.add("lost after its context ended: %v", context.Cause(ctx))
+			}
+			r.add("lost %s %v held=%v", e.Lease.Key(), e.Cause, e.Held)
+		},
+	}
+}
+
+func expectLines(t *testing.T, r *recorder, want ...string) {
+	t.Helper()
+	got := r.take()
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events:\n\t%s\nwant:\n\t%s", strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
+	}
+}
+
+// failing is a backend whose renewals and subscriptions fail while fail is set.
+type failing struct {
+	locker.Locker
+	fail atomic.Bool
+}
+
+func (f *failing) Renew(ctx context.Context, batch []locker.Renewal) []error {
+	if f.fail.Load() {
+		errs := make([]error, len(batch))
+		for i := range errs {
+			errs[i] = fmt.Errorf("renew: %w", locker.ErrUnavailable)
+		}
+		return errs
+	}
+	return f.Locker.Renew(ctx, batch)
+}
+
+func (f *failing) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	if f.fail.Load() {
+		return nil, nil, fmt.Errorf("subscribe: %w", locker.ErrUnavailable)
+	}
+	return f.Locker.Subscribe(ctx, key)
+}
+
+// The Observer sees every outcome of a lock call with its exact wait (synctest time), every
+// Unlock with its hold time, every renewal and every lost lease with its cause.
+func TestObserver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var r recorder
+		b := memory.New()
+		c := locker.New(b, locker.WithTTL(3*time.Second), locker.WithObserver(r.observer()))
+		defer c.Close()
+		ctx := context.Background()
+
+		a, err := c.Lock(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := c.Lock(a.Context(), "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if err := in.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.TryLock(ctx, "k"); !errors.Is(err, locker.ErrNotObtained) {
+			t.Fatal(err)
+		}
+		if _, err := c.TryRLock(ctx, "k"); !errors.Is(err, locker.ErrNotObtained) {
+			t.Fatal(err)
+		}
+		expectLines(t, &r,
+			"lock k shared=false try=false acquired wait=0s",
+			"lock k shared=false try=false reentered wait=0s",
+			"unlock k held=100ms lost=false notheld=false",
+			"lock k shared=false try=true not_obtained wait=0s",
+			"lock k shared=true try=true not_obtained wait=0s",
+		)
+
+		// Contention: a waiter gets the lock when a is unlocked, 500ms later.
+		got := make(chan *locker.Lease)
+		go func() {
+			l, err := c.Lock(ctx, "k")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		synctest.Wait()
+		time.Sleep(500 * time.Millisecond) // a's hold: 600ms; the watchdog renews it at 1s
+		if err := a.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+		w := <-got
+		expectLines(t, &r,
+			"unlock k held=600ms lost=false notheld=false",
+			"lock k shared=false try=false acquired wait=500ms",
+		)
+
+		// A Lock whose ctx ends while it waits; a renewal at a third of the TTL.
+		short, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+		defer cancel()
+		if _, err := c.Lock(short, "k"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal(err)
+		}
+		expectLines(t, &r,
+			"renew holds=1 renewed=1 gone=0 failed=0 err=false",
+			"lock k shared=false try=false canceled wait=1.5s",
+		)
+
+		// The lock forced away on the backend: the next renewal finds it gone.
+		if _, err := b.ForceRelease(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+		<-w.Context().Done()
+		if err := w.Unlock(); !errors.Is(err, locker.ErrNotHeld) {
+			t.Fatal(err)
+		}
+		expectLines(t, &r,
+			"renew holds=1 renewed=0 gone=1 failed=0 err=false",
+			"lost k gone held=2s", // granted at 600ms, renewed at 1.6s, gone at 2.6s
+			"unlock k held=2s lost=true notheld=true",
+		)
+
+		// ForceUnlock through the Client.
+		f, err := c.RLock(ctx, "f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ForceUnlock(ctx, "f"); err != nil {
+			t.Fatal(err)
+		}
+		_ = f.Unlock()
+		expectLines(t, &r,
+			"lock f shared=true try=false acquired wait=0s",
+			"lost f forced held=0s",
+			"unlock f held=0s lost=true notheld=true",
+		)
+
+		// A re-entry into the lost hold fails.
+		if _, err := c.Lock(w.Context(), "k"); !errors.Is(err, locker.ErrLockLost) {
+			t.Fatal(err)
+		}
+		expectLines(t, &r, "lock k shared=false try=false error wait=0s")
+	})
+}
+
+// Renewals that fail until the lease may have expired: Renew events with failures, then a lost
+// lease (expired); WithLogger writes both, and a failed subscription, without the owner's secret.
+func TestObserverExpiredAndLogger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var r recorder
+		var buf bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+			ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+				if a.Key == slog.TimeKey {
+					return slog.Attr{}
+				}
+				return a
+			},
+		}))
+		b := &failing{Locker: memory.New()}
+		c := locker.New(b, locker.WithTTL(3*time.Second), locker.WithObserver(r.observer()), locker.WithLogger(log),
+			locker.WithOwnerLabel("job-7"))
+		defer c.Close()
+		ctx := context.Background()
+
+		l, err := c.Lock(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.fail.Store(true)
+		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		if _, err := c.Lock(short, "k"); !errors.Is(err, locker.ErrNotObtained) {
+			t.Fatal(err)
+		}
+		<-l.Context().Done()
+		expectLines(t, &r,
+			"lock k shared=false try=false acquired wait=0s",
+			"lock k shared=false try=false canceled wait=100ms",
+			"renew holds=1 renewed=0 gone=0 failed=1 err=true", // at 1s, then every 300ms
+			"renew holds=1 renewed=0 gone=0 failed=1 err=true",
+			"renew holds=1 renewed=0 gone=0 failed=1 err=true",
+			"renew holds=1 renewed=0 gone=0 failed=1 err=true",
+			"renew holds=1 renewed=0 gone=0 failed=1 err=true",
+			"renew holds=1 renewed=0 gone=0 failed=1 err=true",
+			"renew holds=1 renewed=0 gone=0 failed=1 err=true",
+			"lost k expired held=2.968s",
+		)
+		logged := buf.String()
+		for _, want := range []string{
+			`level=WARN msg="locker: release notices unavailable, waiting on timers" key=k error="subscribe: locker: backend unavailable"`,
+			`level=WARN msg="locker: renewal failed" holds=1 failed=1 duration=0s error="renew: locker: backend unavailable"`,
+			`level=WARN msg="locker: lease lost" key=k owner=job-7#` + l.Owner()[len("job-7#"):][:8] + `… shared=false cause=expired held=2.968s`,
+		} {
+			if !strings.Contains(logged, want+"\n") {
+				t.Errorf("log has no line %q:\n%s", want, logged)
+			}
+		}
+		if strings.Contains(logged, l.Owner()) {
+			t.Errorf("log has the owner's token:\n%s", logged)
+		}
+	})
+}
