@@ -161,8 +161,9 @@ func WithObserver(o Observer) Option {
 // WithLogger makes the Client write log/slog records, at level Warn, of lost leases (the key,
 // the owner as Lease.String shows it, without its secret part, the cause and the time held),
 // of renewals that failed, and of release-notice subscriptions that failed (once per Lock call
-// that waits: it then waits on timers). Keys over 64 bytes are cut. A nil logger writes nothing. It applies to the Client (in New); given to a single
-// call, it is ignored. Default: no records.
+// that waits: it then waits on timers). Keys over 64 bytes are cut. A nil logger writes
+// nothing. It applies to the Client (in New); given to a single call, it is ignored. Default: no
+// records.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l == nil {
