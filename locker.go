@@ -145,12 +145,19 @@ type KindLocker interface {
 // another in one atomic step, the key staying held throughout: no release, no notice, no
 // window in which another owner could take it. It lets a Client hand a lock to its next Lock
 // call on the key without a release and an acquire. It never consults the wait queue: the
-// caller bounds how many hand-offs it makes in a row, so that others waiting get their turn.
-// Every backend of this module that implements KindLocker implements it.
+// caller, told how many others wait (HandOffResult.Queued), bounds its hand-offs so that they get
+// their turn. Every backend of this module that implements KindLocker implements it.
 type HandOffer interface {
 	KindLocker
 	// HandOff passes the key from req.From to req.To, as HandOffRequest says.
-	HandOff(ctx context.Context, req HandOffRequest) (Acquisition, error)
+	HandOff(ctx context.Context, req HandOffRequest) (HandOffResult, error)
+}
+
+// HandOffResult is what [HandOffer.HandOff] reports.
+type HandOffResult struct {
+	Holds  int    // To's hold count after the call: 1, more when To held the key already
+	Token  uint64 // with Fence, To's fencing token (the latest when To held the key); else 0
+	Queued int    // the live wait queue entries of owners other than To: others wait
 }
 
 // HandOffRequest is the argument of [HandOffer.HandOff]. When From holds the key exclusively

@@ -506,7 +506,13 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 			}
 			fence := locker.AcquireRequest{Fence: req.Fence}
 			m.step(t, key, t0, t1, what, func(w *kindState) ([]*kindState, string) {
+				others := len(w.queue)
+				if w.entry(to) >= 0 {
+					others--
+				}
 				switch held := w.holds[from]; {
+				case err == nil && a.Queued != others:
+					return nil, fmt.Sprintf("want Queued %d (the live entries of others than To)", others)
 				case w.holds[to].total() > 0: // taken as sent again
 					if err != nil || a.Holds != w.holds[to].total() {
 						return nil, fmt.Sprintf("To holds the key %d times: want them reported", w.holds[to].total())

@@ -60,6 +60,7 @@ var mutants = []struct {
 	{"handoff-keeps-from", "Kinds/Model"},  // the giver keeps a hold beside the new writer
 	{"handoff-any-holds", "Kinds/Model"},   // a giver with several holds hands them all off
 	{"handoff-keeps-fence", "Kinds/Model"}, // the new writer gets the old writer's token
+	{"handoff-hides-queue", "Kinds/Model"}, // a hand-off reports nobody waiting: others starve
 	{"no-dequeue", "Kinds/Model"},          // a waiter that gives up blocks the others until its Wait ends
 	{"no-dequeue", "Kinds/WriterPreference"},
 	{"queue-never-expires", "Kinds/Model"}, // a dead waiter blocks the key for ever
@@ -499,7 +500,7 @@ func (m *mutant) ForceRelease(ctx context.Context, key string) (bool, error) {
 
 var _ locker.HandOffer = (*mutant)(nil)
 
-func (m *mutant) HandOff(ctx context.Context, req locker.HandOffRequest) (locker.Acquisition, error) {
+func (m *mutant) HandOff(ctx context.Context, req locker.HandOffRequest) (locker.HandOffResult, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.get(req.Key)
@@ -507,9 +508,9 @@ func (m *mutant) HandOff(ctx context.Context, req locker.HandOffRequest) (locker
 	switch {
 	case l.total(req.To) > 0:
 		l.expires = m.lease(req.TTL)
-		return locker.Acquisition{Holds: l.total(req.To), Token: m.token(fence)}, nil
+		return locker.HandOffResult{Holds: l.total(req.To), Token: m.token(fence), Queued: m.others(req.Key, req.To)}, nil
 	case l == nil || l.owner != req.From || l.shared[req.From] > 0 || (l.holds != 1 && m.bug != "handoff-any-holds"):
-		return locker.Acquisition{}, fmt.Errorf("mutant: hand off: %w", locker.ErrNotHeld)
+		return locker.HandOffResult{}, fmt.Errorf("mutant: hand off: %w", locker.ErrNotHeld)
 	}
 	if m.bug == "handoff-keeps-from" {
 		if l.shared == nil {
@@ -522,7 +523,18 @@ func (m *mutant) HandOff(ctx context.Context, req locker.HandOffRequest) (locker
 		m.fences[req.Key]++
 	}
 	m.dequeue(req.Key, req.To)
-	return locker.Acquisition{Holds: 1, Token: m.token(fence)}, nil
+	return locker.HandOffResult{Holds: 1, Token: m.token(fence), Queued: m.others(req.Key, req.To)}, nil
+}
+
+// others counts the live entries of key's queue of other owners than owner. m.mu is held.
+func (m *mutant) others(key, owner string) int {
+	n := 0
+	for _, e := range m.queue(key) {
+		if e.owner != owner && m.bug != "handoff-hides-queue" {
+			n++
+		}
+	}
+	return n
 }
 
 func (m *mutant) Dequeue(ctx context.Context, key, owner string) error {

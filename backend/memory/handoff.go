@@ -13,16 +13,16 @@ var _ locker.HandOffer = (*Backend)(nil)
 
 // HandOff implements [locker.HandOffer]: it passes req.Key from req.From, which must hold it
 // exclusively with exactly one hold, to req.To in one step, as [locker.HandOffRequest] says.
-func (b *Backend) HandOff(ctx context.Context, req locker.HandOffRequest) (locker.Acquisition, error) {
+func (b *Backend) HandOff(ctx context.Context, req locker.HandOffRequest) (locker.HandOffResult, error) {
 	if err := ctx.Err(); err != nil {
-		return locker.Acquisition{}, err
+		return locker.HandOffResult{}, err
 	}
 	ttl, err := roundTTL("hand off", req.Key, req.TTL)
 	if err != nil {
-		return locker.Acquisition{}, err
+		return locker.HandOffResult{}, err
 	}
 	if req.Key == "" || req.From == "" || req.To == "" || req.From == req.To {
-		return locker.Acquisition{}, fmt.Errorf("memory: hand off %s: an empty key or owner, or From equal to To: %w", display.Key(req.Key), locker.ErrInvalid)
+		return locker.HandOffResult{}, fmt.Errorf("memory: hand off %s: an empty key or owner, or From equal to To: %w", display.Key(req.Key), locker.ErrInvalid)
 	}
 	fence := locker.AcquireRequest{Key: req.Key, Fence: req.Fence}
 	b.mu.Lock()
@@ -32,12 +32,25 @@ func (b *Backend) HandOff(ctx context.Context, req locker.HandOffRequest) (locke
 	switch {
 	case e.heldBy(req.To): // the hand-off, sent again
 		e.expires = now.Add(ttl)
-		return locker.Acquisition{Holds: e.total(req.To), Token: b.token(fence)}, nil
+		return locker.HandOffResult{Holds: e.total(req.To), Token: b.token(fence), Queued: b.others(req.Key, req.To, now)}, nil
 	case e == nil || e.owner != req.From || e.holds != 1 || e.shared[req.From] > 0:
-		return locker.Acquisition{}, fmt.Errorf("memory: hand off %s: the owner does not hold it exclusively, once: %w", display.Key(req.Key), locker.ErrNotHeld)
+		return locker.HandOffResult{}, fmt.Errorf("memory: hand off %s: the owner does not hold it exclusively, once: %w", display.Key(req.Key), locker.ErrNotHeld)
 	}
 	e.owner, e.expires = req.To, now.Add(ttl)
 	b.advanceFence(fence)
 	b.remove(req.Key, req.To, now)
-	return locker.Acquisition{Holds: 1, Token: b.token(fence)}, nil
+	return locker.HandOffResult{Holds: 1, Token: b.token(fence), Queued: b.queued(req.Key, now)}, nil
+}
+
+// others counts the live entries of key's queue of owners other than owner.
+func (b *Backend) others(key, owner string, now time.Time) int {
+	n := 0
+	if q := b.liveQueue(key, now); q != nil {
+		for _, w := range q.entries {
+			if w.owner != owner {
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -17,12 +17,12 @@ var handOffFlags = newFlagSet("f")
 // req.To in one script, the key staying held. With WithReplicaAck, a hand-off that too few
 // replicas acknowledged returns an error wrapping locker.ErrUnavailable and ErrNotReplicated,
 // although To holds the key on the master.
-func (b *Backend) HandOff(ctx context.Context, req locker.HandOffRequest) (locker.Acquisition, error) {
+func (b *Backend) HandOff(ctx context.Context, req locker.HandOffRequest) (locker.HandOffResult, error) {
 	if b.opts.err != nil {
-		return locker.Acquisition{}, b.opts.err
+		return locker.HandOffResult{}, b.opts.err
 	}
 	if req.Key == "" || req.From == "" || req.To == "" || req.From == req.To || req.TTL <= 0 {
-		return locker.Acquisition{}, fmt.Errorf("%s: hand off %s: an empty key or owner, From equal to To, or a TTL <= 0: %w", b.prefix, display.Key(req.Key), locker.ErrInvalid)
+		return locker.HandOffResult{}, fmt.Errorf("%s: hand off %s: an empty key or owner, From equal to To, or a TTL <= 0: %w", b.prefix, display.Key(req.Key), locker.ErrInvalid)
 	}
 	keys := []string{req.Key, QueueKey(req.Key)}
 	if req.Fence {
@@ -30,13 +30,13 @@ func (b *Backend) HandOff(ctx context.Context, req locker.HandOffRequest) (locke
 	}
 	r, acks, err := b.change(ctx, HandOffScript, keys, []string{req.From, req.To, millis(req.TTL), handOffFlags.of(req.Fence)})
 	if err != nil {
-		return locker.Acquisition{}, b.fail(ctx, "hand off", req.Key, err)
+		return locker.HandOffResult{}, b.fail(ctx, "hand off", req.Key, err)
 	}
-	if len(r.Array) != 2 || r.Array[0] < 1 {
-		return locker.Acquisition{}, fmt.Errorf("%s: hand off %s: unexpected reply %v", b.prefix, display.Key(req.Key), r.Array)
+	if len(r.Array) != 3 || r.Array[0] < 1 {
+		return locker.HandOffResult{}, fmt.Errorf("%s: hand off %s: unexpected reply %v", b.prefix, display.Key(req.Key), r.Array)
 	}
 	if acks >= 0 && acks < b.opts.acks {
-		return locker.Acquisition{}, b.unreplicated("hand off", req.Key, acks, "; handed off on the master")
+		return locker.HandOffResult{}, b.unreplicated("hand off", req.Key, acks, "; handed off on the master")
 	}
-	return locker.Acquisition{Holds: int(r.Array[0]), Token: uint64(r.Array[1])}, nil
+	return locker.HandOffResult{Holds: int(r.Array[0]), Token: uint64(r.Array[1]), Queued: int(r.Array[2])}, nil
 }

@@ -7,12 +7,23 @@
 -- ARGV[2]  To, a fresh owner token
 -- ARGV[3]  lease in whole milliseconds
 -- ARGV[4]  flags: 'f' draw a new fencing token for To
--- Returns {holds, token}: {1, the new token (0 without 'f')} when handed off; when To holds the
--- lock already (the hand-off sent again), its hold count and the latest token, the lease reset.
+-- Returns {holds, token, queued}: {1, the new token (0 without 'f')} when handed off; when To
+-- holds the lock already (the hand-off sent again), its hold count and the latest token, the
+-- lease reset; queued counts the live queue entries of other owners than To.
 -- Errors: NOTHELD when From does not hold the lock exclusively with exactly one hold (nothing
 -- changes); NOTALOCK when the key, the queue or the counter is not what the scripts write
 -- (nothing is written).
 local lock, from, to = KEYS[1], ARGV[1], ARGV[2]
+-- others counts q's live entries of other owners than owner.
+local function others(q, owner)
+  local n = 0
+  for _, e in ipairs(q.entries) do
+    if e.owner ~= owner then
+      n = n + 1
+    end
+  end
+  return n
+end
 local fence = ARGV[4]:find('f', 1, true) and KEYS[3]
 local state = lockState(lock)
 if type(state) == 'table' then
@@ -34,7 +45,7 @@ if mine then
     w, r = holdsOf(mine)
   end
   redis.call('pexpire', lock, ARGV[3])
-  return {w + r, latest}
+  return {w + r, latest, others(q, to)}
 end
 if state ~= 'exclusive' or redis.call('hget', lock, from) ~= '1' then
   return redis.error_reply('NOTHELD the owner does not hold the lock exclusively, once')
@@ -47,4 +58,4 @@ if fence then
   token = drawToken(fence, latest)
 end
 dequeue(q, to)
-return {1, token}
+return {1, token, #q.entries}
