@@ -262,7 +262,10 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 				return nil, lostReentry(key) // the Client saw the hold go
 			}
 			r.owner, r.reentry = carrier.owner, true
+			c.awaitHandOff(ctx, carrier.hold) // the re-entry must not overtake it
 		}
+	} else if r.reentry {
+		c.awaitHandOff(ctx, c.holdOf(full, r.owner)) // WithHeldOwner
 	}
 	if r.fresh = r.owner == ""; r.fresh {
 		r.owner = newOwnerToken(cfg.label)
@@ -309,6 +312,9 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 		return nil, err
 	}
 	r.turn = t
+	if l := c.claimHandOff(ctx, r); l != nil {
+		return l, nil
+	}
 	l, err := c.contend(ctx, r, refused, n)
 	if err != nil {
 		c.leaveTurn(full, t, true)
@@ -561,20 +567,8 @@ const maxUnavailableWait = 200 * time.Millisecond
 // AcquireRequest.Reentry) is given back and fails with ErrLockLost rather than pass off a fresh
 // lock as a re-entry: the outer critical section was not exclusive.
 func (c *Client) register(ctx context.Context, r *request, res Acquisition, seq uint64, sent time.Time) (*Lease, error) {
-	key, full, owner, cfg, holds := r.key, r.full, r.owner, r.cfg, res.Holds
-	l := &Lease{
-		client: c, key: key, fullKey: full, owner: owner, token: res.Token,
-		holds: holds, ttl: cfg.ttl, unlockTimeout: cfg.unlock, renew: cfg.renew, outer: outerLease(ctx), turn: r.turn,
-		shared: r.shared,
-	}
-	l.values = leaseValues{parent: ctx, lease: l}
-	if c.cfg.obs != nil {
-		l.granted = sinceEpoch()
-	}
-	l.ctx, l.cancel = context.WithCancelCause(&l.values)
-	if !cfg.renew {
-		l.ctx, l.stop = context.WithDeadlineCause(l.ctx, validUntil(sent, cfg.ttl), ErrLockLost)
-	}
+	full, owner, cfg, holds := r.full, r.owner, r.cfg, res.Holds
+	l := c.newLease(ctx, r, res, sent)
 
 	c.mu.Lock()
 	if c.closed {
@@ -605,6 +599,26 @@ func (c *Client) register(ctx context.Context, r *request, res Acquisition, seq 
 	c.wd.arm(c, h.due(!c.wd.renewing))
 	c.mu.Unlock()
 	return l, nil
+}
+
+// newLease makes the Lease of r's grant res (an Acquire sent at sent) and its context, not yet
+// registered with a hold.
+func (c *Client) newLease(ctx context.Context, r *request, res Acquisition, sent time.Time) *Lease {
+	cfg := r.cfg
+	l := &Lease{
+		client: c, key: r.key, fullKey: r.full, owner: r.owner, token: res.Token,
+		holds: res.Holds, ttl: cfg.ttl, unlockTimeout: cfg.unlock, renew: cfg.renew, outer: outerLease(ctx), turn: r.turn,
+		shared: r.shared,
+	}
+	l.values = leaseValues{parent: ctx, lease: l}
+	if c.cfg.obs != nil {
+		l.granted = sinceEpoch()
+	}
+	l.ctx, l.cancel = context.WithCancelCause(&l.values)
+	if !cfg.renew {
+		l.ctx, l.stop = context.WithDeadlineCause(l.ctx, validUntil(sent, cfg.ttl), ErrLockLost)
+	}
+	return l
 }
 
 // giveBack releases a hold that was granted but will not be handed out (nobody would unlock it),

@@ -24,6 +24,10 @@ type hold struct {
 	// renewAt is when a third of the current lease has passed; retryAt, after a renewal whose
 	// outcome was unknown, when to try again.
 	renewAt, retryAt time.Time
+
+	// gift, while not nil, is the local hand-off that gave the hold, not yet confirmed by the
+	// backend: the hold is not renewed, and validUntil is the giver's (handoff.go).
+	gift *gift
 }
 
 func (h *hold) add(l *Lease) {
@@ -99,16 +103,17 @@ func (h *hold) end(cause error) {
 
 // renewable reports whether the watchdog should renew the hold at now: it has leases that want
 // renewal and a sixth of its lease or less remains before renewAt (so that holds acquired at
-// nearby times share one round trip), and no failed renewal asks it to wait.
+// nearby times share one round trip), no failed renewal asks it to wait, and no hand-off that
+// gave it awaits confirmation.
 func (h *hold) renewable(now time.Time) bool {
-	return h.renewing > 0 && !now.Before(h.renewAt.Add(-h.renewTTL/6)) && !now.Before(h.retryAt)
+	return h.renewing > 0 && h.gift == nil && !now.Before(h.renewAt.Add(-h.renewTTL/6)) && !now.Before(h.retryAt)
 }
 
 // due returns when the watchdog must next look at the hold: when it may expire, or, if renewals
 // are not paused, when it must be renewed.
 func (h *hold) due(renewals bool) time.Time {
 	t := h.validUntil
-	if renewals && h.renewing > 0 {
+	if renewals && h.renewing > 0 && h.gift == nil {
 		r := h.renewAt
 		if h.retryAt.After(r) {
 			r = h.retryAt

@@ -153,6 +153,14 @@ var notHeldContext = func() context.Context {
 // another owner can get the lock. It takes one round trip; all of it is bounded by
 // WithUnlockTimeout (default 5s), whatever the driver does. Close does not cut it short.
 //
+// When other Lock calls of the same Client wait for the key (and nobody waits elsewhere), the
+// last hold's Unlock hands the key to the next of them instead, on a backend that implements
+// HandOffer (every one of this module but the quorum): that call returns its Lease at once,
+// while Unlock's round trip passes the hold from the one owner to the other, the key staying
+// held throughout (see locker.HandOffer). A Lease obtained so is renewed, and re-entered or
+// unlocked, once that round trip is confirmed; should it fail, the Lease is lost (its context
+// ends with ErrLockLost) within the old lease's validity.
+//
 // A release whose reply was lost is sent again with the same request ID, so that it never
 // removes two holds: up to 3 attempts, 50ms and 100ms apart, while the backend is unavailable.
 //
@@ -167,14 +175,21 @@ func (l *Lease) Unlock() error {
 	if !l.unlocked.CompareAndSwap(false, true) {
 		return fmt.Errorf("locker: unlock %s: already unlocked: %w", display.Key(l.key), ErrNotHeld)
 	}
-	l.client.forget(l)
 	l.end(nil)
 	// The release keeps the values of the lease's context (tracing) but not its end.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), l.unlockTimeout)
-	err := l.client.release(ctx, l.fullKey, l.owner, l.shared)
+	l.client.awaitHandOff(ctx, l.hold) // the release must not overtake the hand-off that gave l
+	var err error
+	if g := l.client.offerHandOff(l); g != nil {
+		l.passTurn() // the next local waiter claims g and goes on at once
+		err = l.client.handOff(ctx, l, g)
+	} else {
+		l.client.forget(l)
+		err = l.client.release(ctx, l.fullKey, l.owner, l.shared)
+		l.passTurn() // after the release: the next local waiter tries at once
+	}
 	timedOut := ctx.Err() != nil
 	cancel()
-	l.passTurn() // after the release: the next local waiter tries at once
 	switch {
 	case err != nil && timedOut:
 		err = fmt.Errorf("locker: unlock %s: no answer within %v (WithUnlockTimeout); the hold may stay until its lease runs out: %w", display.Key(l.key), l.unlockTimeout, err)
@@ -216,14 +231,24 @@ func (c *Client) release(ctx context.Context, full, owner string, shared bool) e
 	return c.releaseWhileUnavailable(ctx, req, releaseAttempts, nil)
 }
 
-// releaseWhileUnavailable sends req until the backend answers with anything but an error wrapping
-// ErrUnavailable, at most attempts times (0: until ctx ends or stop is closed), 50ms apart, then
-// twice as long each time up to maxUnavailableWait, and returns the last error. Sending req
-// again is safe: it carries a request ID, so a copy whose first send took effect changes nothing.
+// releaseWhileUnavailable sends req while the backend is unavailable, as whileUnavailable says.
+// Sending req again is safe: it carries a request ID, so a copy whose first send took effect
+// changes nothing.
 func (c *Client) releaseWhileUnavailable(ctx context.Context, req ReleaseRequest, attempts int, stop <-chan struct{}) error {
+	return c.whileUnavailable(ctx, attempts, stop, func() error {
+		_, err := c.backend.Release(ctx, req)
+		return err
+	})
+}
+
+// whileUnavailable calls send until it returns anything but an error wrapping ErrUnavailable, at
+// most attempts times (0: until ctx ends or stop is closed), 50ms apart, then twice as long each
+// time up to maxUnavailableWait, and returns the last error. send must be safe to repeat (a
+// request with an ID, a hand-off).
+func (c *Client) whileUnavailable(ctx context.Context, attempts int, stop <-chan struct{}, send func() error) error {
 	wait := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		_, err := c.backend.Release(ctx, req)
+		err := send()
 		if !errors.Is(err, ErrUnavailable) || attempt == attempts {
 			return err
 		}

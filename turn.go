@@ -13,6 +13,12 @@ import (
 type turn struct {
 	token chan struct{} // holds the token while no call has it
 	users int           // calls that hold or wait for the token; guarded by Client.turnMu
+
+	// Local hand-offs (handoff.go), guarded by Client.turnMu: the gift offered with the token,
+	// the hand-offs made in a row, and whether the next Unlock must release (others wait).
+	gift  *gift
+	gifts int
+	yield bool
 }
 
 // queuedTurn returns the key's turn and joins it, if one exists (others wait or hold).
@@ -49,6 +55,10 @@ func (c *Client) leaveTurn(key string, t *turn, holding bool) {
 	defer c.turnMu.Unlock()
 	if t.users--; t.users == 0 && c.turns[key] == t {
 		delete(c.turns, key)
+	}
+	if g := t.gift; t.users == 0 && g != nil {
+		t.gift = nil
+		close(g.ready) // dropped: every waiter left before claiming it; the giver releases
 	}
 }
 

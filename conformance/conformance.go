@@ -105,8 +105,12 @@ func (e *env) kind() bool {
 	return ok
 }
 
-// backend is the probed backend, a locker.KindLocker when the backend under test is one.
+// backend is the probed backend, a locker.HandOffer or a locker.KindLocker when the backend
+// under test is one (its HandOff calls counted).
 func (e *env) backend() locker.Locker {
+	if _, ok := e.probe.faults.Locker.(locker.HandOffer); ok {
+		return e.probe.Counter.Backend()
+	}
 	if e.kind() {
 		return kindProbe{e.probe}
 	}

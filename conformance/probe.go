@@ -39,6 +39,7 @@ func (p *probe) total(op string) int {
 	n := map[string]int64{
 		"": c.RoundTrips(), "Acquire": c.Acquire, "Release": c.Release, "Renew": c.Renew,
 		"Inspect": c.Inspect, "ForceRelease": c.ForceRelease, "Subscribe": c.Subscribe,
+		"Dequeue": c.Dequeue, "HandOff": c.HandOff,
 	}[op]
 	return int(n)
 }
@@ -194,6 +195,22 @@ type kindProbe struct{ *probe }
 // Dequeue passes the call on to the backend.
 func (p kindProbe) Dequeue(ctx context.Context, key, owner string) error {
 	return p.faults.Dequeue(ctx, key, owner)
+}
+
+// HandOff passes the call to the backend, which must be a locker.HandOffer; a lost reply
+// (loseReplies("HandOff", …)) is one whose hand-off took effect.
+func (p *faults) HandOff(ctx context.Context, req locker.HandOffRequest) (locker.HandOffResult, error) {
+	h, ok := p.Locker.(locker.HandOffer)
+	if !ok {
+		return locker.HandOffResult{}, fmt.Errorf("conformance: HandOff on a backend that is no locker.HandOffer: %w", errors.ErrUnsupported)
+	}
+	res, err := h.HandOff(ctx, req)
+	if err == nil {
+		if lost := p.loseReply(ctx, "HandOff"); lost != nil {
+			return locker.HandOffResult{}, lost
+		}
+	}
+	return res, err
 }
 
 func (p *faults) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {

@@ -21,11 +21,12 @@ type Calls struct {
 	ForceRelease int64 `json:"force_release"`
 	Subscribe    int64 `json:"subscribe"`
 	Dequeue      int64 `json:"dequeue"`
+	HandOff      int64 `json:"hand_off"`
 }
 
 // RoundTrips returns the number of calls: one round trip each.
 func (c Calls) RoundTrips() int64 {
-	return c.Acquire + c.Release + c.Renew + c.Inspect + c.ForceRelease + c.Subscribe + c.Dequeue
+	return c.Acquire + c.Release + c.Renew + c.Inspect + c.ForceRelease + c.Subscribe + c.Dequeue + c.HandOff
 }
 
 // Sub returns c - d, field by field.
@@ -39,6 +40,7 @@ func (c Calls) Sub(d Calls) Calls {
 		ForceRelease: c.ForceRelease - d.ForceRelease,
 		Subscribe:    c.Subscribe - d.Subscribe,
 		Dequeue:      c.Dequeue - d.Dequeue,
+		HandOff:      c.HandOff - d.HandOff,
 	}
 }
 
@@ -53,6 +55,7 @@ func (c Calls) Add(d Calls) Calls {
 		ForceRelease: c.ForceRelease + d.ForceRelease,
 		Subscribe:    c.Subscribe + d.Subscribe,
 		Dequeue:      c.Dequeue + d.Dequeue,
+		HandOff:      c.HandOff + d.HandOff,
 	}
 }
 
@@ -60,18 +63,32 @@ func (c Calls) Add(d Calls) Calls {
 // is safe for concurrent use.
 type Counter struct {
 	locker.Locker
-	acquire, release, renew, renewEntries, inspect, force, subscribe, dequeue atomic.Int64
+	acquire, release, renew, renewEntries, inspect, force, subscribe, dequeue, handOff atomic.Int64
 }
 
-// Backend returns the Counter as a Client should be given it: a locker.KindLocker (with a
-// counted Dequeue) when the Locker it wraps is one, so that the Client's RLock and WithFair work
-// through it, and the Counter itself otherwise, so that they are refused as the wrapped Locker
-// would have them refused.
+// Backend returns the Counter as a Client should be given it: a locker.HandOffer or a
+// locker.KindLocker (with counted HandOff and Dequeue) when the Locker it wraps is one, so that
+// the Client's hand-offs, RLock and WithFair work through it, and the Counter itself otherwise,
+// so that they are refused as the wrapped Locker would have them refused.
 func (c *Counter) Backend() locker.Locker {
+	if h, ok := c.Locker.(locker.HandOffer); ok {
+		return handOffCounter{kindCounter{c, h}, h}
+	}
 	if k, ok := c.Locker.(locker.KindLocker); ok {
 		return kindCounter{c, k}
 	}
 	return c
+}
+
+// handOffCounter is a Counter of a locker.HandOffer.
+type handOffCounter struct {
+	kindCounter
+	handOffs locker.HandOffer
+}
+
+func (h handOffCounter) HandOff(ctx context.Context, req locker.HandOffRequest) (locker.HandOffResult, error) {
+	h.handOff.Add(1)
+	return h.handOffs.HandOff(ctx, req)
 }
 
 // kindCounter is a Counter of a locker.KindLocker.
@@ -99,6 +116,7 @@ func (c *Counter) Calls() Calls {
 		ForceRelease: c.force.Load(),
 		Subscribe:    c.subscribe.Load(),
 		Dequeue:      c.dequeue.Load(),
+		HandOff:      c.handOff.Load(),
 	}
 }
 
