@@ -557,7 +557,7 @@ func (c *Client) register(ctx context.Context, r *request, res Acquisition, seq 
 	l := &Lease{
 		client: c, key: key, fullKey: full, owner: owner, token: res.Token,
 		holds: holds, ttl: cfg.ttl, unlockTimeout: cfg.unlock, renew: cfg.renew, outer: outerLease(ctx), turn: r.turn,
-		shared: r.shared,
+		shared: r.shared, fresh: r.fresh,
 	}
 	l.values = leaseValues{parent: ctx, lease: l}
 	l.ctx, l.cancel = context.WithCancelCause(&l.values)
@@ -603,7 +603,7 @@ func (c *Client) giveBack(ctx context.Context, l *Lease, cause error) error {
 	l.end(cause)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
 	defer cancel()
-	_, _ = c.backend.Release(rctx, ReleaseRequest{Key: l.fullKey, Owner: l.owner, ID: c.ids.next(), Shared: l.shared})
+	_, _ = c.backend.Release(rctx, ReleaseRequest{Key: l.fullKey, Owner: l.owner, ID: c.ids.next(), Shared: l.shared, Fresh: l.fresh})
 	if cause == ErrLockLost {
 		return lostReentry(l.key)
 	}

@@ -24,6 +24,7 @@ type Lease struct {
 	unlockTimeout time.Duration // bounds Unlock (WithUnlockTimeout)
 	renew         bool
 	shared        bool   // a shared hold (RLock)
+	fresh         bool   // owner is a fresh token of this Client's (ReleaseRequest.Fresh)
 	outer         *Lease // the lease whose context this one's was derived from, if any
 	seq           uint64 // Client.seq when it was registered: orders it against the hold's operations
 	turn          *turn  // the local turn this lease holds, passed on by Unlock or loss; nil if none
@@ -153,8 +154,13 @@ var notHeldContext = func() context.Context {
 //
 // A second Unlock of the same Lease returns an error wrapping ErrNotHeld without contacting the
 // backend. When the backend no longer had the hold (it expired or was forced away), Unlock
-// returns an error wrapping ErrNotHeld too: mutual exclusion may have been violated. Unlock
-// works after the Client was closed, as long as the backend still works.
+// returns an error wrapping ErrNotHeld too: mutual exclusion may have been violated. One case
+// returns nil instead: the last hold of a Lock (no other lease of its owner left, no WithOwner),
+// forced away by another Client before this one saw it (at its next renewal, within a third of
+// the TTL), while the lease was still surely live by the local clock: the backend keeps no
+// record of a plain Unlock (ReleaseRequest.Fresh), so that case cannot be told from this
+// Unlock's release sent twice after a lost reply. Unlock works after the Client was closed, as
+// long as the backend still works.
 func (l *Lease) Unlock() error {
 	if l == nil {
 		return fmt.Errorf("locker: unlock of a nil Lease: %w", ErrNotHeld)
@@ -162,13 +168,20 @@ func (l *Lease) Unlock() error {
 	if !l.unlocked.CompareAndSwap(false, true) {
 		return fmt.Errorf("locker: unlock %s: already unlocked: %w", display.Key(l.key), ErrNotHeld)
 	}
+	validUntil, last := l.client.lastLease(l)
 	l.client.forget(l)
 	l.end(nil)
 	// The release keeps the values of the lease's context (tracing) but not its end.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), l.unlockTimeout)
-	err := l.client.release(ctx, l.fullKey, l.owner, l.shared)
+	err := l.client.release(ctx, l.fullKey, l.owner, l.shared, l.fresh)
 	timedOut := ctx.Err() != nil
 	cancel()
+	if last && errors.Is(err, ErrNotHeld) && time.Now().Before(validUntil) {
+		// The last hold of a fresh owner, surely on the backend until now, found gone: this
+		// release was sent twice (its first reply lost, a driver or the Client sent it again),
+		// and the first took the hold away without a marker to say so (ReleaseRequest.Fresh).
+		err = nil
+	}
 	l.passTurn() // after the release: the next local waiter tries at once
 	switch {
 	case err != nil && timedOut:
@@ -198,13 +211,30 @@ func (l *Lease) passTurn() {
 	}
 }
 
+// lastLease reports whether l, a lease of a fresh owner whose context the Client has not seen
+// lost, is the last lease of its hold, and until when that hold is surely on the backend (see
+// hold.validUntil). Its Unlock then releases the owner's last hold (but for holds taken with
+// WithHeldOwner elsewhere), which the backend does not remember (ReleaseRequest.Fresh).
+func (c *Client) lastLease(l *Lease) (validUntil time.Time, last bool) {
+	if !l.fresh || l.ctx.Err() != nil {
+		return time.Time{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := l.hold
+	if len(h.leases) != 1 || h.leases[0] != l {
+		return time.Time{}, false
+	}
+	return h.validUntil, true
+}
+
 // releaseAttempts is how many times Unlock sends a release while the backend is unavailable.
 const releaseAttempts = 3
 
 // release removes one hold of owner on full (a shared one when shared), sending the request
-// again with the same ID while the backend is unavailable.
-func (c *Client) release(ctx context.Context, full, owner string, shared bool) error {
-	req := ReleaseRequest{Key: full, Owner: owner, ID: c.ids.next(), Shared: shared}
+// again with the same ID while the backend is unavailable. fresh: owner is a fresh token.
+func (c *Client) release(ctx context.Context, full, owner string, shared, fresh bool) error {
+	req := ReleaseRequest{Key: full, Owner: owner, ID: c.ids.next(), Shared: shared, Fresh: fresh}
 	return c.releaseWhileUnavailable(ctx, req, releaseAttempts, nil)
 }
 

@@ -115,7 +115,8 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 }
 
 // Release implements locker.Locker with release.lua: with req.ID, the marker at MarkerKey
-// remembers the outcome (or, with req.Undo, that the acquire with that ID was taken back). With
+// remembers the outcome (none when req.Fresh and no hold of the owner's is left), or, with
+// req.Undo, that the acquire with that ID was taken back. With
 // WithReplicaAck, a release that too few replicas acknowledged returns an error wrapping
 // locker.ErrUnavailable and ErrNotReplicated, although the master released.
 func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
@@ -144,7 +145,7 @@ func releaseCall(req locker.ReleaseRequest) (keys, args []string) {
 		keys = append(keys, MarkerKey(req.Key, req.ID))
 	}
 	undo := req.Undo && req.ID != ""
-	return keys, []string{req.Owner, Channel(req.Key), releaseFlags.of(req.ID != "", undo, undo && req.Fresh, req.Shared)}
+	return keys, []string{req.Owner, Channel(req.Key), releaseFlags.of(req.ID != "", undo, req.Fresh, req.Shared)}
 }
 
 // A flagSet is the scripts' flags argument for every combination of its letters, made once, so
@@ -179,7 +180,7 @@ var (
 	// acquireFlags: 'm' marker (request ID), 'f' fence, 'n' fresh owner, 'r' re-entry only,
 	// 's' shared, 'o' fair (ordered), 'q' the wait queue is passed.
 	acquireFlags = newFlagSet("mfnrsoq")
-	// releaseFlags: 'm' marker (request ID), 'u' take-back, 'n' of a fresh owner's acquire,
+	// releaseFlags: 'm' marker (request ID), 'u' take-back, 'n' a fresh owner,
 	// 's' a shared hold.
 	releaseFlags = newFlagSet("muns")
 )
