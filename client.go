@@ -573,7 +573,8 @@ func (c *Client) register(ctx context.Context, r *request, res Acquisition, seq 
 	id := holdID{full, owner}
 	h := c.held[id]
 	if h == nil {
-		h = &hold{id: id}
+		h = &l.own // a new hold lives in its first lease's allocation
+		h.id = id
 		c.held[id] = h
 	}
 	if holds == 1 && len(h.leases) > 0 {

@@ -29,6 +29,7 @@ type Lease struct {
 	seq           uint64 // Client.seq when it was registered: orders it against the hold's operations
 	turn          *turn  // the local turn this lease holds, passed on by Unlock or loss; nil if none
 
+	own      hold        // the hold, when this lease was its first: one allocation for both
 	values   leaseValues // the parent of ctx
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
@@ -171,8 +172,9 @@ func (l *Lease) Unlock() error {
 	validUntil, last := l.client.lastLease(l)
 	l.client.forget(l)
 	l.end(nil)
-	// The release keeps the values of the lease's context (tracing) but not its end.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), l.unlockTimeout)
+	// The release keeps the values of the lease's context (tracing) but not its end: l.values is
+	// the parent of l.ctx, without cancellation (context.WithoutCancel, with no allocation).
+	ctx, cancel := context.WithTimeout(&l.values, l.unlockTimeout)
 	err := l.client.release(ctx, l.fullKey, l.owner, l.shared, l.fresh)
 	timedOut := ctx.Err() != nil
 	cancel()

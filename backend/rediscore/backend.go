@@ -76,7 +76,8 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		return locker.Acquisition{}, fmt.Errorf("%s: acquire %s: wait %v: %w", b.prefix, display.Key(req.Key), req.Wait, locker.ErrInvalid)
 	}
 	queued := req.Shared || req.Fair || req.Wait > 0
-	keys := make([]string, 1, 4)
+	buf := make([]string, 9) // keys and args in one allocation: at most 4 keys, then 5 args
+	keys := buf[:1:4]
 	keys[0] = req.Key
 	if req.ID != "" {
 		keys = append(keys, MarkerKey(req.Key, req.ID))
@@ -94,9 +95,9 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		if req.Wait > 0 {
 			wait = formatMillis(req.Wait, &lastWait)
 		}
-		args = []string{req.Owner, millis(req.TTL), flags, wait, Channel(req.Key)}
+		args = append(buf[4:4], req.Owner, millis(req.TTL), flags, wait, Channel(req.Key))
 	} else {
-		args = []string{req.Owner, millis(req.TTL), flags}
+		args = append(buf[4:4], req.Owner, millis(req.TTL), flags)
 	}
 	r, acks, err := b.change(ctx, AcquireScript, keys, args)
 	if err != nil {
@@ -139,13 +140,19 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 
 // releaseCall returns the keys and arguments of release.lua for req.
 func releaseCall(req locker.ReleaseRequest) (keys, args []string) {
-	keys = make([]string, 1, 2)
+	buf := make([]string, 5) // keys and args in one allocation: at most 2 keys, then 3 args
+	keys = buf[:1:2]
 	keys[0] = req.Key
+	var channel string
 	if req.ID != "" {
-		keys = append(keys, MarkerKey(req.Key, req.ID))
+		var marker string
+		marker, channel = MarkerAndChannel(req.Key, req.ID)
+		keys = append(keys, marker)
+	} else {
+		channel = Channel(req.Key)
 	}
 	undo := req.Undo && req.ID != ""
-	return keys, []string{req.Owner, Channel(req.Key), releaseFlags.of(req.ID != "", undo, req.Fresh, req.Shared)}
+	return keys, append(buf[2:2], req.Owner, channel, releaseFlags.of(req.ID != "", undo, req.Fresh, req.Shared))
 }
 
 // A flagSet is the scripts' flags argument for every combination of its letters, made once, so
