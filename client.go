@@ -424,10 +424,12 @@ func (c *Client) dequeue(r *request) {
 	if c.closed || q == nil {
 		return // the entry expires within its Wait
 	}
+	// The goroutine takes the names, not r, which then stays on the stack of its Lock.
+	key, owner := r.full, r.owner
 	c.undos.Add(1) // Close waits for it
 	go func() {
 		defer c.undos.Done()
-		c.dequeueNow(q, r.full, r.owner)
+		c.dequeueNow(q, key, owner)
 	}()
 }
 
