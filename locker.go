@@ -240,8 +240,9 @@ type ReleaseRequest struct {
 	// it is the Fresh of the Acquire taken back. Without Undo, a release that removes Owner's
 	// last hold then need not remember its ID (on Redis: no marker key, so a plain Lock+Unlock
 	// leaves nothing behind): sent again, it finds Owner holding nothing, changes nothing and
-	// returns an error wrapping ErrNotHeld. A release that leaves Owner holds (of a re-entered
-	// or shared lock) is remembered as any other. Default false.
+	// returns an error wrapping ErrNotHeld (a backend that remembers it anyway reports the first
+	// outcome, 0, as for any ID). A release that leaves Owner holds (of a re-entered or shared
+	// lock) is remembered as any other. Default false.
 	Fresh bool
 
 	// Shared says that the hold to release is a shared one (AcquireRequest.Shared): an owner

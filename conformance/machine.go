@@ -255,10 +255,10 @@ func (s *suite) machine(rt *rapid.T) {
 		},
 		"ReleaseAgain": func(t *rapid.T) {
 			// A Release sent again reports the first outcome and changes nothing. A fresh
-			// owner's release of its last hold is not remembered: it finds the owner holding
-			// nothing and reports ErrNotHeld (a fresh owner never holds the key again; only a
-			// fresh Acquire sent again after its release, which the Client never sends, gives
-			// it a new lock: such a run is skipped).
+			// owner's release of its last hold need not be remembered: it may find the owner
+			// holding nothing and report ErrNotHeld (a fresh owner never holds the key again;
+			// only a fresh Acquire sent again after its release, which the Client never sends,
+			// gives it a new lock: such a run is skipped).
 			if len(released) == 0 {
 				t.Skip("no Release with an ID yet")
 			}
@@ -269,8 +269,8 @@ func (s *suite) machine(rt *rapid.T) {
 					t.Skip("the fresh owner holds the key again")
 				}
 				n, err := b.Release(ctx, r.release)
-				if !errors.Is(err, locker.ErrNotHeld) {
-					t.Fatalf("Release again(%+v) = %d, %v; a fresh owner's last release: want ErrNotHeld, and no change", r.release, n, err)
+				if !errors.Is(err, locker.ErrNotHeld) && (err != nil || n != 0) {
+					t.Fatalf("Release again(%+v) = %d, %v; a fresh owner's last release: want ErrNotHeld (or the first outcome, 0), and no change", r.release, n, err)
 				}
 				return
 			}

@@ -116,13 +116,20 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 }
 
 // Release implements locker.Locker with release.lua: with req.ID, the marker at MarkerKey
-// remembers the outcome (none when req.Fresh and no hold of the owner's is left), or, with
+// remembers the outcome (none when req.Fresh and no hold of the owner's is left, but with
+// WithReplicaAck), or, with
 // req.Undo, that the acquire with that ID was taken back. With
 // WithReplicaAck, a release that too few replicas acknowledged returns an error wrapping
 // locker.ErrUnavailable and ErrNotReplicated, although the master released.
 func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
 	if b.opts.err != nil {
 		return 0, b.opts.err
+	}
+	if b.opts.acks > 0 && !req.Undo {
+		// With replica acknowledgement, a release sent again after too few acks must report
+		// the first outcome and be acknowledged in turn, not find nothing: a marker is written
+		// whatever req.Fresh says.
+		req.Fresh = false
 	}
 	keys, args := releaseCall(req)
 	r, acks, err := b.change(ctx, ReleaseScript, keys, args)
