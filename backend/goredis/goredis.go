@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -64,23 +65,23 @@ func (d *driver) Eval(ctx context.Context, s *rediscore.Script, keys, args []str
 }
 
 // scriptCmd returns the EVALSHA (with eval: EVAL) of s with keys and args, as go-redis's Script
-// builds it, but with every string passed as a *string into s, keys and args, which go-redis
-// writes (and routes by, on a cluster) as the string: no argument is boxed, so the command costs
-// two allocations (its arguments and the Cmd) whatever its length. keys and args must not change
-// until the command is done.
+// builds it, but with every string passed as a pointer into s, keys and args (an *arg), which
+// fits an interface as it is: no argument is boxed, so the command costs two allocations (its
+// arguments and the Cmd) whatever its length. keys and args must not change until the command
+// is done.
 func scriptCmd(ctx context.Context, s *rediscore.Script, eval bool, keys, args []string) *redis.Cmd {
 	cmdArgs := make([]any, 3+len(keys)+len(args))
 	if eval {
-		cmdArgs[0], cmdArgs[1] = "eval", &s.Source
+		cmdArgs[0], cmdArgs[1] = "eval", (*arg)(&s.Source)
 	} else {
-		cmdArgs[0], cmdArgs[1] = "evalsha", &s.SHA1
+		cmdArgs[0], cmdArgs[1] = "evalsha", (*arg)(&s.SHA1)
 	}
 	cmdArgs[2] = len(keys) // a small int: not boxed either
 	for i := range keys {
-		cmdArgs[3+i] = &keys[i]
+		cmdArgs[3+i] = (*arg)(&keys[i])
 	}
 	for i := range args {
-		cmdArgs[3+len(keys)+i] = &args[i]
+		cmdArgs[3+len(keys)+i] = (*arg)(&args[i])
 	}
 	cmd := redis.NewCmd(ctx, cmdArgs...)
 	if len(keys) > 0 {
@@ -275,3 +276,16 @@ func reply(cmd *redis.Cmd) (rediscore.Reply, error) {
 	}
 	return rediscore.ReplyOf(v)
 }
+
+// arg is a script argument that a command carries by pointer. go-redis writes it as its bytes
+// (encoding.BinaryMarshaler), and prints it (hooks, tracing: internal.AppendArg) and routes it
+// (a cluster's first key) as its string (fmt.Stringer), as it does a string.
+type arg string
+
+// MarshalBinary returns the bytes of the string itself, without a copy: go-redis only writes
+// them to the connection's buffer.
+func (a *arg) MarshalBinary() ([]byte, error) {
+	return unsafe.Slice(unsafe.StringData(string(*a)), len(*a)), nil
+}
+
+func (a *arg) String() string { return string(*a) }
