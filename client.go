@@ -433,10 +433,12 @@ func (c *Client) dequeue(r *request) {
 	if c.closed || q == nil {
 		return // the entry expires within its Wait
 	}
+	// The goroutine takes the names, not r, which then stays on the stack of its Lock.
+	key, owner := r.full, r.owner
 	c.undos.Add(1) // Close waits for it
 	go func() {
 		defer c.undos.Done()
-		c.dequeueNow(q, r.full, r.owner)
+		c.dequeueNow(q, key, owner)
 	}()
 }
 
@@ -578,7 +580,8 @@ func (c *Client) register(ctx context.Context, r *request, res Acquisition, seq 
 	id := holdID{full, owner}
 	h := c.held[id]
 	if h == nil {
-		h = &hold{id: id}
+		h = &l.own // a new hold lives in its first lease's allocation
+		h.id = id
 		c.held[id] = h
 	}
 	if holds == 1 && len(h.leases) > 0 {
@@ -608,7 +611,7 @@ func (c *Client) newLease(ctx context.Context, r *request, res Acquisition, sent
 	l := &Lease{
 		client: c, key: r.key, fullKey: r.full, owner: r.owner, token: res.Token,
 		holds: res.Holds, ttl: cfg.ttl, unlockTimeout: cfg.unlock, renew: cfg.renew, outer: outerLease(ctx), turn: r.turn,
-		shared: r.shared,
+		shared: r.shared, fresh: r.fresh,
 	}
 	l.values = leaseValues{parent: ctx, lease: l}
 	if c.cfg.obs != nil {
@@ -628,7 +631,7 @@ func (c *Client) giveBack(ctx context.Context, l *Lease, cause error) error {
 	l.end(cause)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
 	defer cancel()
-	_, _ = c.backend.Release(rctx, ReleaseRequest{Key: l.fullKey, Owner: l.owner, ID: c.ids.next(), Shared: l.shared})
+	_, _ = c.backend.Release(rctx, ReleaseRequest{Key: l.fullKey, Owner: l.owner, ID: c.ids.next(), Shared: l.shared, Fresh: l.fresh})
 	if cause == ErrLockLost {
 		return lostReentry(l.key)
 	}

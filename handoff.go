@@ -66,32 +66,33 @@ func (c *Client) offerHandOff(l *Lease) *gift {
 }
 
 // handOff is the rest of an Unlock that offered g (l's context ended, its turn passed): it waits
-// for the gift to be claimed and sends the HandOff, or releases l's hold when nobody took it.
-func (c *Client) handOff(ctx context.Context, l *Lease, g *gift) error {
+// for the gift to be claimed and sends the HandOff, or releases l's hold when nobody took it
+// (then released is true).
+func (c *Client) handOff(ctx context.Context, l *Lease, g *gift) (released bool, err error) {
 	defer close(g.done)
 	select {
 	case <-g.ready:
 	case <-ctx.Done():
 		if c.withdraw(l.turn, g) {
-			return c.release(ctx, l.fullKey, l.owner, false) // ctx ended: it fails, and says so
+			return true, c.release(ctx, l.fullKey, l.owner, false, l.fresh) // ctx ended: it says so
 		}
 		<-g.ready // claimed meanwhile: the taker is about to close it
 	}
 	if g.to == "" {
-		return c.release(ctx, l.fullKey, l.owner, false)
+		return true, c.release(ctx, l.fullKey, l.owner, false, l.fresh)
 	}
 	req := HandOffRequest{Key: l.fullKey, From: l.owner, To: g.to, TTL: g.ttl}
 	var (
 		res  HandOffResult
 		sent time.Time
 	)
-	err := c.whileUnavailable(ctx, releaseAttempts, nil, func() (err error) {
+	err = c.whileUnavailable(ctx, releaseAttempts, nil, func() (err error) {
 		sent = time.Now()
 		res, err = c.backend.(HandOffer).HandOff(ctx, req)
 		return err
 	})
 	c.settle(l.fullKey, g, res, err, sent)
-	return err
+	return false, err
 }
 
 // withdraw takes g back from t if nobody claimed it, and reports whether it did.
@@ -144,7 +145,8 @@ func (c *Client) registerHandOff(ctx context.Context, r *request, g *gift) *Leas
 	if c.closed {
 		return nil
 	}
-	h := &hold{id: holdID{r.full, r.owner}, validUntil: g.validUntil, renewAt: g.validUntil, gift: g}
+	h := &l.own // a new hold lives in its first lease's allocation
+	h.id, h.validUntil, h.renewAt, h.gift = holdID{r.full, r.owner}, g.validUntil, g.validUntil, g
 	c.held[h.id] = h
 	l.hold = h
 	c.seq++

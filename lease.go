@@ -24,10 +24,12 @@ type Lease struct {
 	unlockTimeout time.Duration // bounds Unlock (WithUnlockTimeout)
 	renew         bool
 	shared        bool   // a shared hold (RLock)
+	fresh         bool   // owner is a fresh token of this Client's (ReleaseRequest.Fresh)
 	outer         *Lease // the lease whose context this one's was derived from, if any
 	seq           uint64 // Client.seq when it was registered: orders it against the hold's operations
 	turn          *turn  // the local turn this lease holds, passed on by Unlock or loss; nil if none
 
+	own      hold        // the hold, when this lease was its first: one allocation for both
 	values   leaseValues // the parent of ctx
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
@@ -166,8 +168,13 @@ var notHeldContext = func() context.Context {
 //
 // A second Unlock of the same Lease returns an error wrapping ErrNotHeld without contacting the
 // backend. When the backend no longer had the hold (it expired or was forced away), Unlock
-// returns an error wrapping ErrNotHeld too: mutual exclusion may have been violated. Unlock
-// works after the Client was closed, as long as the backend still works.
+// returns an error wrapping ErrNotHeld too: mutual exclusion may have been violated. One case
+// returns nil instead: the last hold of a Lock (no other lease of its owner left, no WithOwner),
+// forced away by another Client before this one saw it (at its next renewal, within a third of
+// the TTL), while the lease was still surely live by the local clock: the backend keeps no
+// record of a plain Unlock (ReleaseRequest.Fresh), so that case cannot be told from this
+// Unlock's release sent twice after a lost reply. Unlock works after the Client was closed, as
+// long as the backend still works.
 func (l *Lease) Unlock() error {
 	if l == nil {
 		return fmt.Errorf("locker: unlock of a nil Lease: %w", ErrNotHeld)
@@ -175,21 +182,32 @@ func (l *Lease) Unlock() error {
 	if !l.unlocked.CompareAndSwap(false, true) {
 		return fmt.Errorf("locker: unlock %s: already unlocked: %w", display.Key(l.key), ErrNotHeld)
 	}
+	validUntil, last := l.client.lastLease(l)
 	l.end(nil)
-	// The release keeps the values of the lease's context (tracing) but not its end.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), l.unlockTimeout)
+	// The release keeps the values of the lease's context (tracing) but not its end: l.values is
+	// the parent of l.ctx, without cancellation (context.WithoutCancel, with no allocation).
+	ctx, cancel := context.WithTimeout(&l.values, l.unlockTimeout)
 	l.client.awaitHandOff(ctx, l.hold) // the release must not overtake the hand-off that gave l
-	var err error
+	var (
+		err      error
+		released = true
+	)
 	if g := l.client.offerHandOff(l); g != nil {
 		l.passTurn() // the next local waiter claims g and goes on at once
-		err = l.client.handOff(ctx, l, g)
+		released, err = l.client.handOff(ctx, l, g)
 	} else {
 		l.client.forget(l)
-		err = l.client.release(ctx, l.fullKey, l.owner, l.shared)
+		err = l.client.release(ctx, l.fullKey, l.owner, l.shared, l.fresh)
 		l.passTurn() // after the release: the next local waiter tries at once
 	}
 	timedOut := ctx.Err() != nil
 	cancel()
+	if released && last && errors.Is(err, ErrNotHeld) && time.Now().Before(validUntil) {
+		// The last hold of a fresh owner, surely on the backend until now, found gone: this
+		// release was sent twice (its first reply lost, a driver or the Client sent it again),
+		// and the first took the hold away without a marker to say so (ReleaseRequest.Fresh).
+		err = nil
+	}
 	switch {
 	case err != nil && timedOut:
 		err = fmt.Errorf("locker: unlock %s: no answer within %v (WithUnlockTimeout); the hold may stay until its lease runs out: %w", display.Key(l.key), l.unlockTimeout, err)
@@ -221,13 +239,30 @@ func (l *Lease) passTurn() {
 	}
 }
 
+// lastLease reports whether l, a lease of a fresh owner whose context the Client has not seen
+// lost, is the last lease of its hold, and until when that hold is surely on the backend (see
+// hold.validUntil). Its Unlock then releases the owner's last hold (but for holds taken with
+// WithHeldOwner elsewhere), which the backend does not remember (ReleaseRequest.Fresh).
+func (c *Client) lastLease(l *Lease) (validUntil time.Time, last bool) {
+	if !l.fresh || l.ctx.Err() != nil {
+		return time.Time{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := l.hold
+	if len(h.leases) != 1 || h.leases[0] != l {
+		return time.Time{}, false
+	}
+	return h.validUntil, true
+}
+
 // releaseAttempts is how many times Unlock sends a release while the backend is unavailable.
 const releaseAttempts = 3
 
 // release removes one hold of owner on full (a shared one when shared), sending the request
-// again with the same ID while the backend is unavailable.
-func (c *Client) release(ctx context.Context, full, owner string, shared bool) error {
-	req := ReleaseRequest{Key: full, Owner: owner, ID: c.ids.next(), Shared: shared}
+// again with the same ID while the backend is unavailable. fresh: owner is a fresh token.
+func (c *Client) release(ctx context.Context, full, owner string, shared, fresh bool) error {
+	req := ReleaseRequest{Key: full, Owner: owner, ID: c.ids.next(), Shared: shared, Fresh: fresh}
 	return c.releaseWhileUnavailable(ctx, req, releaseAttempts, nil)
 }
 

@@ -263,7 +263,8 @@ type ReleaseRequest struct {
 
 	// ID, when not empty, names this call so that it takes effect at most once, as
 	// AcquireRequest.ID does: a release sent again (its reply was lost) never removes a second
-	// hold, and reports the first call's remaining count. Default "".
+	// hold, and reports the first call's remaining count (with Fresh, when that count was 0:
+	// an error wrapping ErrNotHeld). Default "".
 	ID string
 
 	// Undo, when set, makes this a take-back: ID is then the ID of an earlier Acquire of Owner
@@ -275,7 +276,15 @@ type ReleaseRequest struct {
 	// refused. Default false.
 	Undo bool
 
-	// Fresh, with Undo, is the Fresh of the Acquire taken back; ignored otherwise. Default false.
+	// Fresh says that Owner is a fresh owner (AcquireRequest.Fresh): it held nothing on Key
+	// before the Acquire that gave it its first hold, and never takes a new lock on Key once its
+	// holds are gone (the Client's random tokens: a re-entry never takes a new lock). With Undo,
+	// it is the Fresh of the Acquire taken back. Without Undo, a release that removes Owner's
+	// last hold then need not remember its ID (on Redis: no marker key, so a plain Lock+Unlock
+	// leaves nothing behind): sent again, it finds Owner holding nothing, changes nothing and
+	// returns an error wrapping ErrNotHeld (a backend that remembers it anyway reports the first
+	// outcome, 0, as for any ID). A release that leaves Owner holds (of a re-entered or shared
+	// lock) is remembered as any other. Default false.
 	Fresh bool
 
 	// Shared says that the hold to release is a shared one (AcquireRequest.Shared): an owner
@@ -285,9 +294,11 @@ type ReleaseRequest struct {
 
 // RequestWindow is how long a backend remembers a request ID (AcquireRequest.ID,
 // ReleaseRequest.ID): a call sent again later than this after the first may take effect twice.
-// The Client retries a call with the same ID only within half of it. On Redis, every release, a
-// re-entry and a take-back each leave a small marker key (about 100 bytes, at most 200 whatever
-// the key's length) that lives this long; a plain Lock leaves none.
+// The Client retries a call with the same ID only within half of it. On Redis, a release that
+// leaves holds (of a re-entered or shared lock), a release by an owner that is not fresh
+// (WithOwner, WithHeldOwner), a re-entry and a take-back each leave a small marker key (about 100
+// bytes, at most 200 whatever the key's length) that lives this long; a plain Lock+Unlock leaves
+// none (see ReleaseRequest.Fresh).
 const RequestWindow = 20 * time.Second
 
 // Renewal is one entry of a [Locker.Renew] batch: reset the lease of Key to TTL if Owner still

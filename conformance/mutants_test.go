@@ -430,7 +430,7 @@ func (m *mutant) Release(ctx context.Context, req locker.ReleaseRequest) (int, e
 		}
 	}
 	left := l.total(owner)
-	if !req.Undo {
+	if !req.Undo && (left > 0 || !req.Fresh) {
 		m.remember(key, req.ID, left)
 	}
 	if l.owner == "" && len(l.shared) == 0 {

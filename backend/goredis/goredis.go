@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -52,8 +53,41 @@ type driver struct {
 
 func (d *driver) Cluster() bool { return d.cluster }
 
+// Eval runs s as redis.Script.Run does: EVALSHA, then EVAL when the server answers NOSCRIPT.
 func (d *driver) Eval(ctx context.Context, s *rediscore.Script, keys, args []string) (rediscore.Reply, error) {
-	return reply(d.scripts[s].Run(ctx, d.c, keys, anys(args)...))
+	cmd := scriptCmd(ctx, s, false, keys, args)
+	_ = d.c.Process(ctx, cmd)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd = scriptCmd(ctx, s, true, keys, args)
+		_ = d.c.Process(ctx, cmd)
+	}
+	return reply(cmd)
+}
+
+// scriptCmd returns the EVALSHA (with eval: EVAL) of s with keys and args, as go-redis's Script
+// builds it, but with every string passed as a pointer into s, keys and args (an *arg), which
+// fits an interface as it is: no argument is boxed, so the command costs two allocations (its
+// arguments and the Cmd) whatever its length. keys and args must not change until the command
+// is done.
+func scriptCmd(ctx context.Context, s *rediscore.Script, eval bool, keys, args []string) *redis.Cmd {
+	cmdArgs := make([]any, 3+len(keys)+len(args))
+	if eval {
+		cmdArgs[0], cmdArgs[1] = "eval", (*arg)(&s.Source)
+	} else {
+		cmdArgs[0], cmdArgs[1] = "evalsha", (*arg)(&s.SHA1)
+	}
+	cmdArgs[2] = len(keys) // a small int: not boxed either
+	for i := range keys {
+		cmdArgs[3+i] = (*arg)(&keys[i])
+	}
+	for i := range args {
+		cmdArgs[3+len(keys)+i] = (*arg)(&args[i])
+	}
+	cmd := redis.NewCmd(ctx, cmdArgs...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3)
+	}
+	return cmd
 }
 
 func (d *driver) EvalBatch(ctx context.Context, s *rediscore.Script, calls []rediscore.Call) []rediscore.Result {
@@ -62,7 +96,8 @@ func (d *driver) EvalBatch(ctx context.Context, s *rediscore.Script, calls []red
 		cmds := make([]*redis.Cmd, len(calls))
 		pipe := d.c.Pipeline()
 		for i, c := range calls {
-			cmds[i] = script.EvalSha(ctx, pipe, c.Keys, anys(c.Args)...)
+			cmds[i] = scriptCmd(ctx, s, false, c.Keys, c.Args)
+			_ = pipe.Process(ctx, cmds[i])
 		}
 		_, _ = pipe.Exec(ctx) // errors are per command
 		return cmds
@@ -186,7 +221,6 @@ func (d *driver) EvalWait(ctx context.Context, s *rediscore.Script, keys, args [
 		// A pipeline's replies are read within ReadTimeout, whatever its commands.
 		timeout = max(min(timeout, rt*4/5), time.Millisecond)
 	}
-	script := d.scripts[s]
 	run := func(eval func(redis.Pipeliner) *redis.Cmd) (*redis.Cmd, *redis.Cmd) {
 		pipe := node.Pipeline()
 		cmd := eval(pipe)
@@ -194,9 +228,17 @@ func (d *driver) EvalWait(ctx context.Context, s *rediscore.Script, keys, args [
 		_, _ = pipe.Exec(ctx) // errors are per command
 		return cmd, wait
 	}
-	cmd, wait := run(func(p redis.Pipeliner) *redis.Cmd { return script.EvalSha(ctx, p, keys, anys(args)...) })
+	cmd, wait := run(func(p redis.Pipeliner) *redis.Cmd {
+		c := scriptCmd(ctx, s, false, keys, args)
+		_ = p.Process(ctx, c)
+		return c
+	})
 	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		cmd, wait = run(func(p redis.Pipeliner) *redis.Cmd { return script.Eval(ctx, p, keys, anys(args)...) })
+		cmd, wait = run(func(p redis.Pipeliner) *redis.Cmd {
+			c := scriptCmd(ctx, s, true, keys, args)
+			_ = p.Process(ctx, c)
+			return c
+		})
 	}
 	r, err := reply(cmd)
 	if err != nil {
@@ -235,11 +277,15 @@ func reply(cmd *redis.Cmd) (rediscore.Reply, error) {
 	return rediscore.ReplyOf(v)
 }
 
-// anys converts script arguments for go-redis.
-func anys(args []string) []any {
-	out := make([]any, len(args))
-	for i, a := range args {
-		out[i] = a
-	}
-	return out
+// arg is a script argument that a command carries by pointer. go-redis writes it as its bytes
+// (encoding.BinaryMarshaler), and prints it (hooks, tracing: internal.AppendArg) and routes it
+// (a cluster's first key) as its string (fmt.Stringer), as it does a string.
+type arg string
+
+// MarshalBinary returns the bytes of the string itself, without a copy: go-redis only writes
+// them to the connection's buffer.
+func (a *arg) MarshalBinary() ([]byte, error) {
+	return unsafe.Slice(unsafe.StringData(string(*a)), len(*a)), nil
 }
+
+func (a *arg) String() string { return string(*a) }

@@ -260,8 +260,8 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 		}
 	}
 	left := e.total(req.Owner)
-	if !undo {
-		b.remember(req.Key, req.ID, left, now)
+	if !undo && (left > 0 || !req.Fresh) {
+		b.remember(req.Key, req.ID, left, now) // a fresh owner's last release is not: see ReleaseRequest.Fresh
 	}
 	if e.owner == "" && len(e.shared) == 0 {
 		delete(b.locks, req.Key)

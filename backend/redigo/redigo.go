@@ -55,6 +55,10 @@ func New(p *redis.Pool, opts ...rediscore.Option) *rediscore.Backend {
 		// it as its first argument.
 		return redis.NewScript(-1, src)
 	})}
+	d.names = make(map[*rediscore.Script][2]any)
+	for _, s := range rediscore.Scripts() {
+		d.names[s] = [2]any{s.SHA1, s.Source}
+	}
 	return rediscore.New(d, "redigo", opts...)
 }
 
@@ -62,6 +66,7 @@ func New(p *redis.Pool, opts ...rediscore.Option) *rediscore.Backend {
 type driver struct {
 	p       *redis.Pool
 	scripts map[*rediscore.Script]*redis.Script // read-only after New
+	names   map[*rediscore.Script][2]any        // each script's SHA1 and source, boxed once
 }
 
 func (d *driver) Cluster() bool { return false }
@@ -77,7 +82,18 @@ func (d *driver) Eval(ctx context.Context, s *rediscore.Script, keys, args []str
 		return rediscore.Reply{}, err
 	}
 	defer conn.Close()
-	return reply(d.scripts[s].DoContext(ctx, conn, keysAndArgs(keys, args)...))
+	cwt, ok := conn.(redis.ConnWithContext)
+	if !ok {
+		return reply(d.scripts[s].DoContext(ctx, conn, keysAndArgs(keys, args)...)) // says why not
+	}
+	// What redis.Script.DoContext does, with the script's hash boxed once, not per call, and
+	// the arguments built once for EVALSHA.
+	names := d.names[s]
+	v, err := cwt.DoContext(ctx, "EVALSHA", evalArgs(names[0], keys, args)...)
+	if e, ok := err.(redis.Error); ok && strings.HasPrefix(string(e), "NOSCRIPT ") {
+		v, err = cwt.DoContext(ctx, "EVAL", evalArgs(names[1], keys, args)...)
+	}
+	return reply(v, err)
 }
 
 func (d *driver) EvalBatch(ctx context.Context, s *rediscore.Script, calls []rediscore.Call) []rediscore.Result {
@@ -276,6 +292,20 @@ func isNoScript(v any) bool {
 
 // keysAndArgs builds the arguments of a script whose key count is -1: the count, the keys, the
 // arguments.
+// evalArgs returns the arguments of EVALSHA (script: the hash) or EVAL (the source): script,
+// the key count, keys and args.
+func evalArgs(script any, keys, args []string) []any {
+	out := make([]any, 0, 2+len(keys)+len(args))
+	out = append(out, script, len(keys))
+	for _, k := range keys {
+		out = append(out, k)
+	}
+	for _, a := range args {
+		out = append(out, a)
+	}
+	return out
+}
+
 func keysAndArgs(keys, args []string) []any {
 	out := make([]any, 0, 1+len(keys)+len(args))
 	out = append(out, len(keys))

@@ -77,7 +77,8 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		return locker.Acquisition{}, fmt.Errorf("%s: acquire %s: wait %v: %w", b.prefix, display.Key(req.Key), req.Wait, locker.ErrInvalid)
 	}
 	queued := req.Shared || req.Fair || req.Wait > 0
-	keys := make([]string, 1, 4)
+	buf := make([]string, 9) // keys and args in one allocation: at most 4 keys, then 5 args
+	keys := buf[:1:4]
 	keys[0] = req.Key
 	if req.ID != "" {
 		keys = append(keys, MarkerKey(req.Key, req.ID))
@@ -95,9 +96,9 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		if req.Wait > 0 {
 			wait = formatMillis(req.Wait, &lastWait)
 		}
-		args = []string{req.Owner, millis(req.TTL), flags, wait, Channel(req.Key)}
+		args = append(buf[4:4], req.Owner, millis(req.TTL), flags, wait, Channel(req.Key))
 	} else {
-		args = []string{req.Owner, millis(req.TTL), flags}
+		args = append(buf[4:4], req.Owner, millis(req.TTL), flags)
 	}
 	r, acks, err := b.change(ctx, AcquireScript, keys, args)
 	if err != nil {
@@ -116,12 +117,20 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 }
 
 // Release implements locker.Locker with release.lua: with req.ID, the marker at MarkerKey
-// remembers the outcome (or, with req.Undo, that the acquire with that ID was taken back). With
+// remembers the outcome (none when req.Fresh and no hold of the owner's is left, but with
+// WithReplicaAck), or, with
+// req.Undo, that the acquire with that ID was taken back. With
 // WithReplicaAck, a release that too few replicas acknowledged returns an error wrapping
 // locker.ErrUnavailable and ErrNotReplicated, although the master released.
 func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
 	if b.opts.err != nil {
 		return 0, b.opts.err
+	}
+	if b.opts.acks > 0 && !req.Undo {
+		// With replica acknowledgement, a release sent again after too few acks must report
+		// the first outcome and be acknowledged in turn, not find nothing: a marker is written
+		// whatever req.Fresh says.
+		req.Fresh = false
 	}
 	keys, args := releaseCall(req)
 	r, acks, err := b.change(ctx, ReleaseScript, keys, args)
@@ -139,13 +148,19 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 
 // releaseCall returns the keys and arguments of release.lua for req.
 func releaseCall(req locker.ReleaseRequest) (keys, args []string) {
-	keys = make([]string, 1, 2)
+	buf := make([]string, 5) // keys and args in one allocation: at most 2 keys, then 3 args
+	keys = buf[:1:2]
 	keys[0] = req.Key
+	var channel string
 	if req.ID != "" {
-		keys = append(keys, MarkerKey(req.Key, req.ID))
+		var marker string
+		marker, channel = MarkerAndChannel(req.Key, req.ID)
+		keys = append(keys, marker)
+	} else {
+		channel = Channel(req.Key)
 	}
 	undo := req.Undo && req.ID != ""
-	return keys, []string{req.Owner, Channel(req.Key), releaseFlags.of(req.ID != "", undo, undo && req.Fresh, req.Shared)}
+	return keys, append(buf[2:2], req.Owner, channel, releaseFlags.of(req.ID != "", undo, req.Fresh, req.Shared))
 }
 
 // A flagSet is the scripts' flags argument for every combination of its letters, made once, so
@@ -180,7 +195,7 @@ var (
 	// acquireFlags: 'm' marker (request ID), 'f' fence, 'n' fresh owner, 'r' re-entry only,
 	// 's' shared, 'o' fair (ordered), 'q' the wait queue is passed.
 	acquireFlags = newFlagSet("mfnrsoq")
-	// releaseFlags: 'm' marker (request ID), 'u' take-back, 'n' of a fresh owner's acquire,
+	// releaseFlags: 'm' marker (request ID), 'u' take-back, 'n' a fresh owner,
 	// 's' a shared hold.
 	releaseFlags = newFlagSet("muns")
 )

@@ -17,7 +17,39 @@ func Interruptible(d Driver) Driver { return interruptible{d} }
 type interruptible struct{ Driver }
 
 func (d interruptible) Eval(ctx context.Context, s *Script, keys, args []string) (Reply, error) {
-	return interrupt(ctx, func() (Reply, error) { return d.Driver.Eval(ctx, s, keys, args) })
+	if ctx.Done() == nil {
+		return d.Driver.Eval(ctx, s, keys, args)
+	}
+	// interrupt, in three allocations instead of five: the hot path of every Lock and Unlock.
+	c := &evalCall{d: d.Driver, ctx: ctx, s: s, keys: keys, args: args, done: make(chan struct{})}
+	go c.run()
+	select {
+	case <-c.done:
+		return c.reply, c.err
+	case <-ctx.Done():
+		select {
+		case <-c.done: // both ready: the outcome is known, so report it
+			return c.reply, c.err
+		default:
+			return Reply{}, ctx.Err()
+		}
+	}
+}
+
+// evalCall is one Eval of interruptible: its arguments, and its outcome once done is closed.
+type evalCall struct {
+	d          Driver
+	ctx        context.Context
+	s          *Script
+	keys, args []string
+	reply      Reply
+	err        error
+	done       chan struct{}
+}
+
+func (c *evalCall) run() {
+	c.reply, c.err = c.d.Eval(c.ctx, c.s, c.keys, c.args)
+	close(c.done)
 }
 
 func (d interruptible) EvalBatch(ctx context.Context, s *Script, calls []Call) []Result {

@@ -58,24 +58,48 @@ func MarkerKey(key, id string) string { return companion(key, "req:", id) }
 // to the key's cluster slot, so a script can SPUBLISH to it.
 func Channel(key string) string { return companion(key, "released", "") }
 
+// MarkerAndChannel returns MarkerKey(key, id) and Channel(key), in one allocation: what a
+// release sends.
+func MarkerAndChannel(key, id string) (marker, channel string) {
+	var b strings.Builder
+	b.Grow(companionLen(key, "req:", id) + companionLen(key, "released", ""))
+	appendCompanion(&b, key, "req:", id)
+	n := b.Len()
+	appendCompanion(&b, key, "released", "")
+	s := b.String()
+	return s[:n], s[n:]
+}
+
 // companion returns the name P + ":locker:" + suffix + the id's part + Z described above.
 func companion(key, suffix, id string) string {
 	var b strings.Builder
-	b.Grow(min(len(key), maxWholeKey+1) + len(":locker:") + len(suffix) + min(len(id), 2*digestBytes+1) + 8)
+	b.Grow(companionLen(key, suffix, id))
+	appendCompanion(&b, key, suffix, id)
+	return b.String()
+}
+
+// companionLen bounds the length of companion's name.
+func companionLen(key, suffix, id string) int {
+	return min(len(key), maxWholeKey+1) + len(":locker:") + len(suffix) + min(len(id), 2*digestBytes+1) + 8
+}
+
+// appendCompanion writes companion's name to b, after what b holds.
+func appendCompanion(b *strings.Builder, key, suffix, id string) {
+	start := b.Len()
 	if len(key) <= maxWholeKey {
 		b.WriteString(key)
 	} else {
 		b.WriteString(key[:keptKey])
-		writeDigest(&b, key)
+		writeDigest(b, key)
 	}
 	b.WriteString(":locker:")
 	b.WriteString(suffix)
 	if plainID(id) {
 		b.WriteString(id)
 	} else {
-		writeDigest(&b, id)
+		writeDigest(b, id)
 	}
-	name := b.String() // b only grows: name stays valid
+	name := b.String()[start:] // b only grows: name stays valid
 	slot := Slot(key)
 	switch {
 	case strings.IndexByte(name, '{') < 0:
@@ -87,9 +111,8 @@ func companion(key, suffix, id string) string {
 		// tag only if P, and so K, has that tag (a long key's tag too, if P kept it whole).
 	default:
 		b.WriteByte('~')
-		b.WriteString(slotSuffix(b.String(), slot))
+		b.WriteString(slotSuffix(b.String()[start:], slot))
 	}
-	return b.String()
 }
 
 // writeDigest writes "~" and the hex of the first digestBytes bytes of s's SHA-256.

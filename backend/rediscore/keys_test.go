@@ -181,3 +181,16 @@ func TestSlotTag(t *testing.T) {
 		}
 	}
 }
+
+// MarkerAndChannel names what MarkerKey and Channel name, whatever the key and the ID.
+func TestMarkerAndChannel(t *testing.T) {
+	long := strings.Repeat("k", 200)
+	for _, key := range []string{"job", "{user}:7", "a{b", "x{}y", "}x", long, long + "{t}", "{t}" + long} {
+		for _, id := range []string{"abc.1", "", "with space", strings.Repeat("i", 100)} {
+			m, c := MarkerAndChannel(key, id)
+			if m != MarkerKey(key, id) || c != Channel(key) {
+				t.Errorf("MarkerAndChannel(%q, %q) = %q, %q; want %q, %q", key, id, m, c, MarkerKey(key, id), Channel(key))
+			}
+		}
+	}
+}

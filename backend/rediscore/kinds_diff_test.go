@@ -115,6 +115,7 @@ func kindsLikeMemory(rt *rapid.T) {
 			ids = append(ids, &diffAcquire{req: req})
 		}
 	}
+	var releases []locker.ReleaseRequest // sent with an ID, to be sent again
 	release := func(t *rapid.T, req locker.ReleaseRequest) {
 		nm, errm := mem.Release(ctx, req)
 		nr, errr := red.Release(ctx, req)
@@ -150,7 +151,20 @@ func kindsLikeMemory(rt *rapid.T) {
 			acquire(t, r.req, "AcquireAgain")
 		},
 		"Release": func(t *rapid.T) {
-			release(t, locker.ReleaseRequest{Key: drawKey(t), Owner: drawOwner(t), ID: newID(t), Shared: rapid.Bool().Draw(t, "shared")})
+			// Fresh or not, whatever the owner: the two must agree on every request (a fresh
+			// owner's last release is remembered by neither).
+			req := locker.ReleaseRequest{Key: drawKey(t), Owner: drawOwner(t), ID: newID(t), Shared: rapid.Bool().Draw(t, "shared"),
+				Fresh: rapid.Bool().Draw(t, "fresh")}
+			release(t, req)
+			if req.ID != "" {
+				releases = append(releases, req)
+			}
+		},
+		"ReleaseAgain": func(t *rapid.T) {
+			if len(releases) == 0 {
+				t.Skip("no Release with an ID")
+			}
+			release(t, rapid.SampledFrom(releases).Draw(t, "release"))
 		},
 		"Undo": func(t *rapid.T) {
 			if len(ids) == 0 {

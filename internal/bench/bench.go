@@ -181,11 +181,15 @@ type Result struct {
 	// 1/Goroutines: one goroutine took them all). A lock that lets the goroutine that just
 	// unlocked take it again at once has short waits for most acquisitions — those of that
 	// goroutine — and long ones for the rest: look at the maximum and the fairness too.
-	HandoffsPerSec float64       `json:"handoffs_per_sec,omitempty"`
-	WaitP50        time.Duration `json:"wait_p50_ns,omitempty"`
-	WaitP99        time.Duration `json:"wait_p99_ns,omitempty"`
-	WaitMax        time.Duration `json:"wait_max_ns,omitempty"`
-	Fairness       float64       `json:"fairness,omitempty"`
+	HandoffsPerSec float64 `json:"handoffs_per_sec,omitempty"`
+	// Busy is the share of the run's time during which the lock was held, from each
+	// acquisition to its Unlock call (1.0: never idle, the limit); with readers, whose holds
+	// overlap, the mean number of holders.
+	Busy     float64       `json:"busy,omitempty"`
+	WaitP50  time.Duration `json:"wait_p50_ns,omitempty"`
+	WaitP99  time.Duration `json:"wait_p99_ns,omitempty"`
+	WaitMax  time.Duration `json:"wait_max_ns,omitempty"`
+	Fairness float64       `json:"fairness,omitempty"`
 	// Readers and a writer: the writer's acquisitions.
 	Writes int `json:"writes,omitempty"`
 	// Readers: their acquisitions per second over those of as many writers with the same hold.
@@ -234,6 +238,7 @@ func (r Result) Metrics() []Metric {
 	if r.HandoffsPerSec > 0 {
 		ms = append(ms,
 			Metric{r.HandoffsPerSec, "handoffs/s"},
+			Metric{r.Busy, "busy"},
 			Metric{micros(r.WaitP50), "wait-p50-µs"},
 			Metric{micros(r.WaitP99), "wait-p99-µs"},
 			Metric{micros(r.WaitMax), "wait-max-µs"},

@@ -360,11 +360,13 @@ type turnsRun struct {
 	elapsed time.Duration
 	waits   []time.Duration // of every acquisition, sorted
 	counts  []int           // acquisitions per goroutine
+	held    time.Duration   // the holds of every acquisition together
 }
 
-// fill sets res's handoffs per second and wait percentiles.
+// fill sets res's handoffs per second, busy share and wait percentiles.
 func (t turnsRun) fill(res *Result) {
 	res.HandoffsPerSec = float64(len(t.waits)) / t.elapsed.Seconds()
+	res.Busy = t.held.Seconds() / t.elapsed.Seconds()
 	res.WaitP50, res.WaitP99, res.WaitMax = Percentile(t.waits, 50), Percentile(t.waits, 99), Percentile(t.waits, 100)
 }
 
@@ -373,6 +375,7 @@ func (t turnsRun) fill(res *Result) {
 // work would be, or, with sleep, a sleep, as one that waits on I/O would be.
 func turns(ctx context.Context, locks []func(ctx context.Context, key string) (Held, error), key string, n int, hold time.Duration, sleep bool) (turnsRun, error) {
 	waits := make([]time.Duration, n)
+	held := make([]time.Duration, n)
 	counts := make([]int, len(locks))
 	var next atomic.Int64
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -386,12 +389,12 @@ func turns(ctx context.Context, locks []func(ctx context.Context, key string) (H
 				if i >= int64(n) || ctx.Err() != nil {
 					return
 				}
-				wait, err := takeTurn(ctx, locks[g], key, hold, sleep)
+				wait, h, err := takeTurn(ctx, locks[g], key, hold, sleep)
 				if err != nil {
 					cancel(err)
 					return
 				}
-				waits[i] = wait
+				waits[i], held[i] = wait, h
 				counts[g]++
 			}
 		})
@@ -402,7 +405,11 @@ func turns(ctx context.Context, locks []func(ctx context.Context, key string) (H
 		return turnsRun{}, err
 	}
 	slices.Sort(waits)
-	return turnsRun{elapsed: elapsed, waits: waits, counts: counts}, nil
+	var sum time.Duration
+	for _, h := range held {
+		sum += h
+	}
+	return turnsRun{elapsed: elapsed, waits: waits, counts: counts, held: sum}, nil
 }
 
 // HotKeyClients is the number of Clients of the many-hot-keys scenario, and of goroutines on
@@ -507,7 +514,7 @@ func ManyHotKeys(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, er
 					if i >= int64(n) || ctx.Err() != nil {
 						return
 					}
-					wait, err := takeTurn(ctx, m.Lock, key, cfg.Hold, false)
+					wait, _, err := takeTurn(ctx, m.Lock, key, cfg.Hold, false)
 					if err != nil {
 						cancel(err)
 						return
@@ -778,12 +785,13 @@ func Percentile(sorted []time.Duration, p float64) time.Duration {
 
 // takeTurn locks key with lock, holds it for hold (busy, as the critical section's work would be;
 // with sleep, sleeping first, as one that waits on I/O would) and unlocks it. It returns how long
-// Lock waited, from the call to the acquisition.
-func takeTurn(ctx context.Context, lock func(ctx context.Context, key string) (Held, error), key string, hold time.Duration, sleep bool) (time.Duration, error) {
+// Lock waited, from the call to the acquisition, and how long the caller held the lock, from
+// the acquisition to the call of Unlock.
+func takeTurn(ctx context.Context, lock func(ctx context.Context, key string) (Held, error), key string, hold time.Duration, sleep bool) (wait, held time.Duration, err error) {
 	called := time.Now()
 	h, err := lock(ctx, key)
 	if err != nil {
-		return 0, fmt.Errorf("lock: %w", err)
+		return 0, 0, fmt.Errorf("lock: %w", err)
 	}
 	got := time.Now()
 	if sleep {
@@ -792,8 +800,9 @@ func takeTurn(ctx context.Context, lock func(ctx context.Context, key string) (H
 	for time.Since(got) < hold {
 		// Busy: the critical section's work.
 	}
+	held = time.Since(got)
 	if err := h.Unlock(); err != nil {
-		return 0, fmt.Errorf("unlock: %w", err)
+		return 0, 0, fmt.Errorf("unlock: %w", err)
 	}
-	return got.Sub(called), nil
+	return got.Sub(called), held, nil
 }

@@ -57,7 +57,7 @@ func WriteTable(w io.Writer, results []Result, markdown bool) error {
 		t.end()
 	}
 	if len(cont) > 0 {
-		t.header("scenario", "lib", "goroutines", "handoffs/s", "wait p50", "wait p99", "wait max", "fairness", "writes or speedup", "B/op", "allocs/op", "roundtrips/op")
+		t.header("scenario", "lib", "goroutines", "handoffs/s", "busy", "wait p50", "wait p99", "wait max", "fairness", "writes or speedup", "B/op", "allocs/op", "roundtrips/op")
 		for _, r := range cont {
 			writes := "-"
 			switch {
@@ -66,7 +66,7 @@ func WriteTable(w io.Writer, results []Result, markdown bool) error {
 			case r.Speedup > 0:
 				writes = fmt.Sprintf("%.1f×", r.Speedup)
 			}
-			t.row(r.Scenario, r.Lib, fmt.Sprint(r.Goroutines), fmt.Sprintf("%.0f", r.HandoffsPerSec),
+			t.row(r.Scenario, r.Lib, fmt.Sprint(r.Goroutines), fmt.Sprintf("%.0f", r.HandoffsPerSec), busy(r.Busy),
 				Dur(r.WaitP50), Dur(r.WaitP99), Dur(r.WaitMax), fmt.Sprintf("%.2f", r.Fairness), writes,
 				fmt.Sprintf("%.0f", r.BytesPerOp), fmt.Sprintf("%.1f", r.AllocsPerOp), count(r.RoundTripsPerOp))
 		}
@@ -168,4 +168,12 @@ func (t *table) end() {
 		t.tw = nil
 	}
 	t.b.WriteString("\n")
+}
+
+// busy formats a Busy share ("-" when not measured).
+func busy(b float64) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", b)
 }

@@ -205,8 +205,9 @@ func TestScenariosOnMemory(t *testing.T) {
 					t.Errorf("round trips per op %v, want 6", res.RoundTripsPerOp)
 				}
 			case "contention-shared", "contention-separate":
+				// Exclusive holds never overlap: busy is a share of the run, in (0, 1].
 				if res.HandoffsPerSec <= 0 || res.WaitMax < res.WaitP99 || res.WaitP99 < res.WaitP50 || res.Goroutines != 4 ||
-					res.Fairness < 0.25 || res.Fairness > 1 {
+					res.Fairness < 0.25 || res.Fairness > 1 || res.Busy <= 0 || res.Busy > 1 {
 					t.Errorf("contention result %+v", res)
 				}
 			case "many-hot-keys":

@@ -5,8 +5,10 @@
 -- ARGV[1]  owner token
 -- ARGV[2]  the lock's notice channel (in the lock's cluster slot)
 -- ARGV[3]  flags: 'm' the call has a request ID (KEYS[2]); 'u' a take-back: undo the acquire
---          with this ID, if it took effect; 'n' that acquire was a fresh owner's (no marker);
---          's' the hold to release is a shared one (else exclusive)
+--          with this ID, if it took effect; 'n' the owner is fresh (locker.ReleaseRequest.Fresh:
+--          for a take-back, that acquire wrote no marker; for a release, no marker is needed
+--          when no hold of the owner's is left); 's' the hold to release is a shared one (else
+--          exclusive)
 -- A marker lives 20000 ms (locker.RequestWindow).
 -- Returns the owner's holds left, exclusive and shared together (>= 0), or -1 when there is
 -- nothing to release: the owner holds no hold of that kind on the key, or (take-back) the
@@ -16,7 +18,9 @@
 -- to shared mode with it as the only reader, and a notice wakes the readers that wait. A reader
 -- that releases its last hold leaves; the last one deletes the key.
 -- A release sent again changes nothing but its marker's lifetime (a write, for a WAIT after it:
--- see acquire.lua); the marker reports the first outcome.
+-- see acquire.lua); the marker reports the first outcome. A fresh owner's release that leaves it
+-- no hold writes no marker (a plain Lock+Unlock leaves no key behind): sent again, it finds the
+-- owner holding nothing and returns -1, and a fresh owner never holds the key again.
 -- A take-back leaves the acquire's marker at 0, so that the acquire, if it arrives later, is
 -- refused; it removes the hold the acquire added: one hold of the kind named, or a fresh
 -- owner's every hold.
@@ -67,7 +71,7 @@ else
   end
   w = w - 1
 end
-if marker and not undo then
+if marker and not undo and (w + r > 0 or not fresh) then
   redis.call('set', marker, w + r, 'px', 20000)
 end
 if state == 'exclusive' then
