@@ -67,19 +67,19 @@ func (c *Client) offerHandOff(l *Lease) *gift {
 
 // handOff is the rest of an Unlock that offered g (l's context ended, its turn passed): it waits
 // for the gift to be claimed and sends the HandOff, or releases l's hold when nobody took it
-// (then released is true).
-func (c *Client) handOff(ctx context.Context, l *Lease, g *gift) (released bool, err error) {
+// (reporting, as release does, whether the release was sent more than once).
+func (c *Client) handOff(ctx context.Context, l *Lease, g *gift) (resent bool, err error) {
 	defer close(g.done)
 	select {
 	case <-g.ready:
 	case <-ctx.Done():
 		if c.withdraw(l.turn, g) {
-			return true, c.release(ctx, l.fullKey, l.owner, false, l.fresh) // ctx ended: it says so
+			return c.release(ctx, l.fullKey, l.owner, false, l.fresh) // ctx ended: it says so
 		}
 		<-g.ready // claimed meanwhile: the taker is about to close it
 	}
 	if g.to == "" {
-		return true, c.release(ctx, l.fullKey, l.owner, false, l.fresh)
+		return c.release(ctx, l.fullKey, l.owner, false, l.fresh)
 	}
 	req := HandOffRequest{Key: l.fullKey, From: l.owner, To: g.to, TTL: g.ttl}
 	var (

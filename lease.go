@@ -168,13 +168,13 @@ var notHeldContext = func() context.Context {
 //
 // A second Unlock of the same Lease returns an error wrapping ErrNotHeld without contacting the
 // backend. When the backend no longer had the hold (it expired or was forced away), Unlock
-// returns an error wrapping ErrNotHeld too: mutual exclusion may have been violated. One case
-// returns nil instead: the last hold of a Lock (no other lease of its owner left, no WithOwner),
-// forced away by another Client before this one saw it (at its next renewal, within a third of
-// the TTL), while the lease was still surely live by the local clock: the backend keeps no
-// record of a plain Unlock (ReleaseRequest.Fresh), so that case cannot be told from this
-// Unlock's release sent twice after a lost reply. Unlock works after the Client was closed, as
-// long as the backend still works.
+// returns an error wrapping ErrNotHeld too: mutual exclusion may have been violated. The backend
+// keeps no record of a plain Unlock's release (the last hold of a Lock, no WithOwner:
+// ReleaseRequest.Fresh), so when the Client sent it again after a lost reply and the second
+// send finds the hold gone while the lease was surely live, Unlock takes the first send for
+// the one that released it and returns nil; a driver that sends a command again by itself
+// (go-redis after a network error) can make such an Unlock report ErrNotHeld that was its own
+// release. Unlock works after the Client was closed, as long as the backend still works.
 func (l *Lease) Unlock() error {
 	if l == nil {
 		return fmt.Errorf("locker: unlock of a nil Lease: %w", ErrNotHeld)
@@ -189,23 +189,23 @@ func (l *Lease) Unlock() error {
 	ctx, cancel := context.WithTimeout(&l.values, l.unlockTimeout)
 	l.client.awaitHandOff(ctx, l.hold) // the release must not overtake the hand-off that gave l
 	var (
-		err      error
-		released = true
+		err    error
+		resent bool
 	)
 	if g := l.client.offerHandOff(l); g != nil {
 		l.passTurn() // the next local waiter claims g and goes on at once
-		released, err = l.client.handOff(ctx, l, g)
+		resent, err = l.client.handOff(ctx, l, g)
 	} else {
 		l.client.forget(l)
-		err = l.client.release(ctx, l.fullKey, l.owner, l.shared, l.fresh)
+		resent, err = l.client.release(ctx, l.fullKey, l.owner, l.shared, l.fresh)
 		l.passTurn() // after the release: the next local waiter tries at once
 	}
 	timedOut := ctx.Err() != nil
 	cancel()
-	if released && last && errors.Is(err, ErrNotHeld) && time.Now().Before(validUntil) {
-		// The last hold of a fresh owner, surely on the backend until now, found gone: this
-		// release was sent twice (its first reply lost, a driver or the Client sent it again),
-		// and the first took the hold away without a marker to say so (ReleaseRequest.Fresh).
+	if resent && last && errors.Is(err, ErrNotHeld) && time.Now().Before(validUntil) {
+		// The last hold of a fresh owner, surely on the backend until the release, found gone
+		// by a release sent again (the first send's reply was lost): the first took it away,
+		// without a marker to say so (ReleaseRequest.Fresh).
 		err = nil
 	}
 	switch {
@@ -261,9 +261,16 @@ const releaseAttempts = 3
 
 // release removes one hold of owner on full (a shared one when shared), sending the request
 // again with the same ID while the backend is unavailable. fresh: owner is a fresh token.
-func (c *Client) release(ctx context.Context, full, owner string, shared, fresh bool) error {
+// It reports whether it sent the request more than once.
+func (c *Client) release(ctx context.Context, full, owner string, shared, fresh bool) (resent bool, err error) {
 	req := ReleaseRequest{Key: full, Owner: owner, ID: c.ids.next(), Shared: shared, Fresh: fresh}
-	return c.releaseWhileUnavailable(ctx, req, releaseAttempts, nil)
+	sends := 0
+	err = c.whileUnavailable(ctx, releaseAttempts, nil, func() error {
+		sends++
+		_, err := c.backend.Release(ctx, req)
+		return err
+	})
+	return sends > 1, err
 }
 
 // releaseWhileUnavailable sends req while the backend is unavailable, as whileUnavailable says.
