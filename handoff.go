@@ -108,7 +108,8 @@ func (c *Client) withdraw(t *turn, g *gift) bool {
 
 // claimHandOff takes the gift offered in r's turn, if any: r then holds the key through it, and
 // its Lease is returned at once. A call that needs the backend's answer before it returns (a
-// fencing token, a fixed lease) declines it: the giver releases, and it contends as usual.
+// fencing token, a fixed lease), or whose earlier acquire's outcome is unknown (which must be
+// resolved by sending it again), declines it: the giver releases, and it contends as usual.
 func (c *Client) claimHandOff(ctx context.Context, r *request) *Lease {
 	t := r.turn
 	c.turnMu.Lock()
@@ -119,7 +120,7 @@ func (c *Client) claimHandOff(ctx context.Context, r *request) *Lease {
 		return nil
 	}
 	var l *Lease
-	if r.fresh && !r.reentry && r.cfg.renew && !r.cfg.fence {
+	if r.fresh && !r.reentry && !r.pending && r.cfg.renew && !r.cfg.fence {
 		l = c.registerHandOff(ctx, r, g)
 	}
 	if l == nil {
@@ -131,7 +132,7 @@ func (c *Client) claimHandOff(ctx context.Context, r *request) *Lease {
 		return nil
 	}
 	g.to, g.ttl, g.turn = r.owner, r.cfg.ttl, t
-	r.pending, r.queued = false, false // the HandOff ends r's queue entry; nothing to take back
+	r.queued = false // the HandOff ends r's queue entry
 	close(g.ready)
 	return l
 }
