@@ -66,33 +66,32 @@ func (c *Client) offerHandOff(l *Lease) *gift {
 }
 
 // handOff is the rest of an Unlock that offered g (l's context ended, its turn passed): it waits
-// for the gift to be claimed and sends the HandOff, or releases l's hold when nobody took it
-// (reporting, as release does, whether the release was sent more than once).
-func (c *Client) handOff(ctx context.Context, l *Lease, g *gift) (resent bool, err error) {
+// for the gift to be claimed and sends the HandOff, or releases l's hold when nobody took it.
+func (c *Client) handOff(ctx context.Context, l *Lease, g *gift) error {
 	defer close(g.done)
 	select {
 	case <-g.ready:
 	case <-ctx.Done():
 		if c.withdraw(l.turn, g) {
-			return c.release(ctx, l.fullKey, l.owner, false, l.fresh) // ctx ended: it says so
+			return c.release(ctx, l.fullKey, l.owner, false) // ctx ended: it says so
 		}
 		<-g.ready // claimed meanwhile: the taker is about to close it
 	}
 	if g.to == "" {
-		return c.release(ctx, l.fullKey, l.owner, false, l.fresh)
+		return c.release(ctx, l.fullKey, l.owner, false)
 	}
 	req := HandOffRequest{Key: l.fullKey, From: l.owner, To: g.to, TTL: g.ttl}
 	var (
 		res  HandOffResult
 		sent time.Time
 	)
-	err = c.whileUnavailable(ctx, releaseAttempts, nil, func() (err error) {
+	err := c.whileUnavailable(ctx, releaseAttempts, nil, func() (err error) {
 		sent = time.Now()
 		res, err = c.backend.(HandOffer).HandOff(ctx, req)
 		return err
 	})
 	c.settle(l.fullKey, g, res, err, sent)
-	return false, err
+	return err
 }
 
 // withdraw takes g back from t if nobody claimed it, and reports whether it did.

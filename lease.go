@@ -168,13 +168,8 @@ var notHeldContext = func() context.Context {
 //
 // A second Unlock of the same Lease returns an error wrapping ErrNotHeld without contacting the
 // backend. When the backend no longer had the hold (it expired or was forced away), Unlock
-// returns an error wrapping ErrNotHeld too: mutual exclusion may have been violated. The backend
-// keeps no record of a plain Unlock's release (the last hold of a Lock, no WithOwner:
-// ReleaseRequest.Fresh), so when the Client sent it again after a lost reply and the second
-// send finds the hold gone while the lease was surely live, Unlock takes the first send for
-// the one that released it and returns nil; a driver that sends a command again by itself
-// (go-redis after a network error) can make such an Unlock report ErrNotHeld that was its own
-// release. Unlock works after the Client was closed, as long as the backend still works.
+// returns an error wrapping ErrNotHeld too: mutual exclusion may have been violated. Unlock
+// works after the Client was closed, as long as the backend still works.
 func (l *Lease) Unlock() error {
 	if l == nil {
 		return fmt.Errorf("locker: unlock of a nil Lease: %w", ErrNotHeld)
@@ -182,32 +177,22 @@ func (l *Lease) Unlock() error {
 	if !l.unlocked.CompareAndSwap(false, true) {
 		return fmt.Errorf("locker: unlock %s: already unlocked: %w", display.Key(l.key), ErrNotHeld)
 	}
-	validUntil, last := l.client.lastLease(l)
 	l.end(nil)
 	// The release keeps the values of the lease's context (tracing) but not its end: l.values is
 	// the parent of l.ctx, without cancellation (context.WithoutCancel, with no allocation).
 	ctx, cancel := context.WithTimeout(&l.values, l.unlockTimeout)
 	l.client.awaitHandOff(ctx, l.hold) // the release must not overtake the hand-off that gave l
-	var (
-		err    error
-		resent bool
-	)
+	var err error
 	if g := l.client.offerHandOff(l); g != nil {
 		l.passTurn() // the next local waiter claims g and goes on at once
-		resent, err = l.client.handOff(ctx, l, g)
+		err = l.client.handOff(ctx, l, g)
 	} else {
 		l.client.forget(l)
-		resent, err = l.client.release(ctx, l.fullKey, l.owner, l.shared, l.fresh)
+		err = l.client.release(ctx, l.fullKey, l.owner, l.shared)
 		l.passTurn() // after the release: the next local waiter tries at once
 	}
 	timedOut := ctx.Err() != nil
 	cancel()
-	if resent && last && errors.Is(err, ErrNotHeld) && time.Now().Before(validUntil) {
-		// The last hold of a fresh owner, surely on the backend until the release, found gone
-		// by a release sent again (the first send's reply was lost): the first took it away,
-		// without a marker to say so (ReleaseRequest.Fresh).
-		err = nil
-	}
 	switch {
 	case err != nil && timedOut:
 		err = fmt.Errorf("locker: unlock %s: no answer within %v (WithUnlockTimeout); the hold may stay until its lease runs out: %w", display.Key(l.key), l.unlockTimeout, err)
@@ -239,38 +224,16 @@ func (l *Lease) passTurn() {
 	}
 }
 
-// lastLease reports whether l, a lease of a fresh owner whose context the Client has not seen
-// lost, is the last lease of its hold, and until when that hold is surely on the backend (see
-// hold.validUntil). Its Unlock then releases the owner's last hold (but for holds taken with
-// WithHeldOwner elsewhere), which the backend does not remember (ReleaseRequest.Fresh).
-func (c *Client) lastLease(l *Lease) (validUntil time.Time, last bool) {
-	if !l.fresh || l.ctx.Err() != nil {
-		return time.Time{}, false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	h := l.hold
-	if len(h.leases) != 1 || h.leases[0] != l {
-		return time.Time{}, false
-	}
-	return h.validUntil, true
-}
-
 // releaseAttempts is how many times Unlock sends a release while the backend is unavailable.
 const releaseAttempts = 3
 
 // release removes one hold of owner on full (a shared one when shared), sending the request
-// again with the same ID while the backend is unavailable. fresh: owner is a fresh token.
-// It reports whether it sent the request more than once.
-func (c *Client) release(ctx context.Context, full, owner string, shared, fresh bool) (resent bool, err error) {
-	req := ReleaseRequest{Key: full, Owner: owner, ID: c.ids.next(), Shared: shared, Fresh: fresh}
-	sends := 0
-	err = c.whileUnavailable(ctx, releaseAttempts, nil, func() error {
-		sends++
-		_, err := c.backend.Release(ctx, req)
-		return err
-	})
-	return sends > 1, err
+// again with the same ID while the backend is unavailable. It never sets ReleaseRequest.Fresh:
+// a driver may send a release again unseen (go-redis after a network error), and only the
+// request's marker then tells that the first send released the hold.
+func (c *Client) release(ctx context.Context, full, owner string, shared bool) error {
+	req := ReleaseRequest{Key: full, Owner: owner, ID: c.ids.next(), Shared: shared}
+	return c.releaseWhileUnavailable(ctx, req, releaseAttempts, nil)
 }
 
 // releaseWhileUnavailable sends req while the backend is unavailable, as whileUnavailable says.

@@ -280,11 +280,12 @@ type ReleaseRequest struct {
 	// before the Acquire that gave it its first hold, and never takes a new lock on Key once its
 	// holds are gone (the Client's random tokens: a re-entry never takes a new lock). With Undo,
 	// it is the Fresh of the Acquire taken back. Without Undo, a release that removes Owner's
-	// last hold then need not remember its ID (on Redis: no marker key, so a plain Lock+Unlock
-	// leaves nothing behind): sent again, it finds Owner holding nothing, changes nothing and
-	// returns an error wrapping ErrNotHeld (a backend that remembers it anyway reports the first
-	// outcome, 0, as for any ID). A release that leaves Owner holds (of a re-entered or shared
-	// lock) is remembered as any other. Default false.
+	// last hold then need not remember its ID (on Redis: no marker key): sent again, it finds
+	// Owner holding nothing, changes nothing and returns an error wrapping ErrNotHeld (a backend
+	// that remembers it anyway reports the first outcome, 0, as for any ID). A release that
+	// leaves Owner holds (of a re-entered or shared lock) is remembered as any other. The Client
+	// sets it on take-backs only: a driver may send a release again unseen, and an Unlock could
+	// not tell that ErrNotHeld from a hold forced away. Default false.
 	Fresh bool
 
 	// Shared says that the hold to release is a shared one (AcquireRequest.Shared): an owner
@@ -294,11 +295,10 @@ type ReleaseRequest struct {
 
 // RequestWindow is how long a backend remembers a request ID (AcquireRequest.ID,
 // ReleaseRequest.ID): a call sent again later than this after the first may take effect twice.
-// The Client retries a call with the same ID only within half of it. On Redis, a release that
-// leaves holds (of a re-entered or shared lock), a release by an owner that is not fresh
-// (WithOwner, WithHeldOwner), a re-entry and a take-back each leave a small marker key (about 100
-// bytes, at most 200 whatever the key's length) that lives this long; a plain Lock+Unlock leaves
-// none (see ReleaseRequest.Fresh).
+// The Client retries a call with the same ID only within half of it. On Redis, every release of
+// the Client's (see ReleaseRequest.Fresh), a re-entry and a take-back each leave a small marker
+// key (about 100 bytes, at most 200 whatever the key's length) that lives this long; a plain
+// Lock leaves none, nor does a local hand-off (HandOffer).
 const RequestWindow = 20 * time.Second
 
 // Renewal is one entry of a [Locker.Renew] batch: reset the lease of Key to TTL if Owner still
