@@ -294,11 +294,7 @@ func (h *hold) lose(why LostCause) {
 func (c *Client) observeRenew(o *observers, batch []Renewal, errs []error, d time.Duration) {
 	e := RenewEvent{Holds: len(batch), Duration: d}
 	for i := range batch {
-		err := errUnknown
-		if len(errs) == len(batch) {
-			err = errs[i]
-		}
-		switch {
+		switch err := renewalErr(errs, len(batch), i); {
 		case err == nil:
 			e.Renewed++
 		case errors.Is(err, ErrNotHeld):

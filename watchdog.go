@@ -119,11 +119,7 @@ func (c *Client) renew(batch []Renewal, holds []*hold, seqs []uint64, deadline t
 		if c.held[h.id] != h {
 			continue // unlocked, lost or replaced meanwhile
 		}
-		err := errUnknown
-		if len(errs) == len(batch) {
-			err = errs[i]
-		}
-		switch {
+		switch err := renewalErr(errs, len(batch), i); {
 		case err == nil:
 			c.seq++
 			h.confirm(seqs[i], c.seq, sent, batch[i].TTL)
@@ -135,6 +131,15 @@ func (c *Client) renew(batch []Renewal, holds []*hold, seqs []uint64, deadline t
 		}
 	}
 	c.armNext()
+}
+
+// renewalErr returns the outcome of entry i of a batch of n renewals that returned errs:
+// errUnknown when the backend did not report one per entry.
+func renewalErr(errs []error, n, i int) error {
+	if len(errs) != n {
+		return errUnknown
+	}
+	return errs[i]
 }
 
 // errUnknown stands for the outcome of a renewal that the backend did not report.
