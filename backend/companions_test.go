@@ -230,8 +230,8 @@ func TestLongKeysCompanionsAreSmall(t *testing.T) {
 			}
 			companions = append(companions, k)
 		}
-		if len(companions) != 3 { // the fencing counter, the re-entry's and the inner release's markers
-			t.Fatalf("companions of the long key: %.200q, want the counter and two markers", companions)
+		if len(companions) != 4 { // the fencing counter, the re-entry's and both releases' markers
+			t.Fatalf("companions of the long key: %.200q, want the counter and three markers", companions)
 		}
 		for _, k := range companions {
 			size, _ := srv.Do(t, "MEMORY", "USAGE", k).(int64)
