@@ -284,8 +284,9 @@ type ReleaseRequest struct {
 	// Owner holding nothing, changes nothing and returns an error wrapping ErrNotHeld (a backend
 	// that remembers it anyway reports the first outcome, 0, as for any ID). A release that
 	// leaves Owner holds (of a re-entered or shared lock) is remembered as any other. The Client
-	// sets it on take-backs only: a driver may send a release again unseen, and an Unlock could
-	// not tell that ErrNotHeld from a hold forced away. Default false.
+	// sets it only where it ignores the answer (take-backs, and giving back a hold it will not
+	// hand out), never on Unlock's release: a driver may send a release again unseen, and an
+	// Unlock could not tell that ErrNotHeld from a hold forced away. Default false.
 	Fresh bool
 
 	// Shared says that the hold to release is a shared one (AcquireRequest.Shared): an owner
