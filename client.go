@@ -219,6 +219,7 @@ type request struct {
 	reentry          bool          // only re-enter the owner's hold (carried by ctx, or WithHeldOwner)
 	shared           bool          // a shared hold (RLock)
 	wait             time.Duration // AcquireRequest.Wait: the queue entry a refusal leaves
+	grant            time.Duration // AcquireRequest.Grant: a release may grant it the key (Granter)
 	queued           bool          // a refusal may have left an entry in the key's queue
 	turn             *turn         // the local turn this call holds, handed to its Lease
 
@@ -274,6 +275,9 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 	if wait && mayRetry && kinds && !r.reentry {
 		r.wait = cfg.ttl // a refusal queues it on the backend, for as long as a lease
 	}
+	if _, granter := c.backend.(Granter); granter && r.wait > 0 && r.fresh && !shared {
+		r.grant = min(cfg.ttl, maxGrantLease) // a release may hand the key to it
+	}
 	// A Lock that never retries behaves as TryLock; readers and fair calls queue on the backend.
 	queue := wait && r.fresh && mayRetry && !shared && !cfg.fair
 	defer func() {
@@ -328,7 +332,7 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 // owner's hold being gone, it fails with ErrLockLost.
 func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedError, error) {
 	if r.pending && time.Since(r.idSent) > RequestWindow/2 {
-		c.abandon(r)
+		c.leave(r) // the old owner's entry goes too: a grant to it would never be taken
 		if r.fresh {
 			r.owner = newOwnerToken(r.cfg.label) // the take-back removes every hold of the old one
 		}
@@ -341,7 +345,7 @@ func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedE
 	}
 	res, err := c.backend.Acquire(ctx, AcquireRequest{
 		Key: r.full, Owner: r.owner, TTL: r.cfg.ttl, ID: r.id, Fence: r.cfg.fence, Fresh: r.fresh,
-		Reentry: r.reentry, Shared: r.shared, Fair: r.cfg.fair, Wait: r.wait,
+		Reentry: r.reentry, Shared: r.shared, Fair: r.cfg.fair, Wait: r.wait, Grant: r.grant,
 	})
 	r.queued = r.queued || r.wait > 0
 	if err != nil {
@@ -471,11 +475,22 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 	var (
 		notices  <-chan struct{}
 		listened bool
-		logged   bool // a failed subscription was logged
+		logged   bool   // a failed subscription was logged
+		subOwner string // the owner a subscription that reads grants is for
+		unsub    func() // ends the subscription
 		w        waiter
 	)
 	defer w.stop()
+	defer func() {
+		if unsub != nil {
+			unsub()
+		}
+	}()
 	for {
+		if listened && unsub != nil && subOwner != r.owner {
+			unsub() // the owner changed (attempt): grants to the new one must wake us
+			notices, unsub, listened = nil, nil, false
+		}
 		if refused == nil {
 			l, ref, err := c.attempt(ctx, r)
 			if errors.Is(err, ErrUnavailable) {
@@ -503,10 +518,9 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 			// again at once: a release between the refusal and the subscription sent no notice
 			// to us. A backend without notices (or a failed subscription) leaves timers only.
 			listened = true
-			ch, cancel, err := c.backend.Subscribe(ctx, r.full)
+			ch, cancel, err := c.subscribe(ctx, r)
 			if err == nil {
-				defer cancel()
-				notices = ch
+				notices, unsub, subOwner = ch, cancel, r.owner
 				refused = nil
 				continue
 			}
@@ -538,6 +552,19 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 		}
 		refused = nil
 	}
+}
+
+// maxGrantLease bounds the lease of a grant (AcquireRequest.Grant): a waiter that dies or stalls
+// before it takes the key a release granted it holds everyone up for at most this long.
+const maxGrantLease = 2 * time.Second
+
+// subscribe listens for the release notices of r's key: on a Granter, for r's owner when r may
+// be granted the key (those of grants to others do not wake it).
+func (c *Client) subscribe(ctx context.Context, r *request) (<-chan struct{}, func(), error) {
+	if g, ok := c.backend.(Granter); ok && r.grant > 0 {
+		return g.SubscribeAs(ctx, r.full, r.owner)
+	}
+	return c.backend.Subscribe(ctx, r.full)
 }
 
 // loseReentry ends the leases of r's hold that the backend showed gone (those registered before

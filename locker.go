@@ -138,6 +138,8 @@ type KindLocker interface {
 	Locker
 	// Dequeue removes owner's entry from key's wait queue, if there is one (a waiter that gives
 	// up), and sends a release notice when entries were behind it. A missing entry is no error.
+	// On a Granter, it also gives back a grant that owner did not take (AcquireRequest.Grant):
+	// while owner holds key exclusively, once, from that grant, that hold is released.
 	Dequeue(ctx context.Context, key, owner string) error
 }
 
@@ -174,6 +176,18 @@ type HandOffRequest struct {
 	To    string        // a fresh owner token that takes it: it must never have held the key
 	TTL   time.Duration // the lease to set; backends round it up to whole milliseconds
 	Fence bool          // draw a new fencing token for To (Acquisition.Token); default false
+}
+
+// Granter is implemented by a [KindLocker] whose releases can grant the key to the first waiter
+// of its queue (AcquireRequest.Grant), so that a hand-off between Clients wakes only the next
+// owner and costs it one round trip. All backends of this module but backend/quorum implement
+// it.
+type Granter interface {
+	KindLocker
+	// SubscribeAs is Subscribe for a waiter whose owner token is owner: the notice of a release
+	// that granted key to another owner is not sent on notices (one that granted it to owner,
+	// or granted nothing, is).
+	SubscribeAs(ctx context.Context, key, owner string) (notices <-chan struct{}, cancel func(), err error)
 }
 
 // FenceRaiser is implemented by a Locker that can raise a key's fencing counter. A backend made
@@ -254,6 +268,15 @@ type AcquireRequest struct {
 	// that come after it wait behind it (see KindLocker: neither readers nor writers starve).
 	// Only a KindLocker honours it. Default 0: the request never queues.
 	Wait time.Duration
+
+	// Grant, when positive, makes the queue entry that a refused exclusive request with Fresh
+	// and Wait leaves ask for a grant: a release (or Dequeue) that frees the key while the entry
+	// is at the head of the queue gives Owner one exclusive hold with a lease of Grant (with
+	// Fence, a new fencing token) instead of leaving the key free, and its notice wakes only
+	// Owner's subscription (Granter.SubscribeAs). Owner takes it with its next Acquire (Fresh: it
+	// finds itself holding the key, and the lease is reset to TTL), or gives it back with
+	// Dequeue; untaken, it ends with its lease. Only a Granter honours it. Default 0: no grant.
+	Grant time.Duration
 }
 
 // ReleaseRequest is the argument of [Locker.Release].

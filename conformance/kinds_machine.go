@@ -22,7 +22,8 @@ const kindsRealTimeRuns = 15
 
 // kindsModel runs the state machine of a KindLocker: random Acquire calls of both kinds (fair or
 // not, waiting or not, re-entry only or not), Release of both kinds, calls sent again, take-backs,
-// Renew, Inspect, ForceRelease, Dequeue and HandOff (on a HandOffer) by 2–3 owners on 1–2 keys,
+// Renew, Inspect, ForceRelease, Dequeue, HandOff (on a HandOffer) and grants (on a Granter) by
+// 2–3 owners on 1–2 keys,
 // and steps of time, each result checked against kindModel.
 func (s *suite) kindsModel(t *testing.T) {
 	var runs, failing atomic.Int32
@@ -159,6 +160,21 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 				return nil, "ErrUpgrade, but this is no exclusive request of a reader"
 			case req.Reentry && h.total() == 0:
 				return nil, "a re-entry of an owner that holds nothing must fail with ErrNotHeld and take no hold"
+			case req.Fresh && h.total() > 0:
+				// A fresh owner that holds the key was granted it (Granter): it takes the grant,
+				// the lease reset; a request that reads the queue ends the grant record.
+				if a.Holds != h.total() {
+					return nil, fmt.Sprintf("a fresh owner holding the key %d times (a grant): want Holds %d", h.total(), h.total())
+				}
+				w.setLease(t0, t1, req.TTL)
+				if why := fenceOK(w, req, false, a.Token); why != "" {
+					return nil, why
+				}
+				if !req.Shared && !req.Fair && req.Wait <= 0 {
+					return []*kindState{w}, ""
+				}
+				w.dequeue(owner)
+				return []*kindState{w}, ""
 			case h.total() > 0 && !req.Shared && w.exclusive() == "":
 				return nil, "an exclusive request of a reader (an upgrade) must fail with ErrUpgrade"
 			case h.total() > 0: // re-entry, or a downgrade, whatever the queue
@@ -207,7 +223,7 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 				// Redis it does not: its common path costs one key): the owner's own entry,
 				// left by an earlier request of its that waited, may stay until it ends.
 				kept := s.clone()
-				kept.queue = slices.Clone(w.queue)
+				kept.queue, kept.grants = slices.Clone(w.queue), slices.Clone(w.grants)
 				next = append(next, kept)
 			}
 			if admitted || req.Wait <= 0 {
@@ -224,8 +240,14 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 			case req.Fair:
 				e.kind = 'x'
 			}
+			if req.Grant > 0 && req.Fresh && !req.Shared {
+				e.grant, e.fence = req.Grant, req.Fence
+			}
 			i := s.entry(owner)
 			if i < 0 {
+				if j := s.record(owner); j >= 0 {
+					s.grants = slices.Delete(s.grants, j, j+1) // a grant that lapsed
+				}
 				s.queue = append(s.queue, e)
 				return []*kindState{s}, ""
 			}
@@ -234,7 +256,7 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 				other.queue[i] = e
 				next = append(next, other)
 			}
-			s.queue[i].lo, s.queue[i].hi = e.lo, e.hi
+			s.queue[i].lo, s.queue[i].hi, s.queue[i].grant, s.queue[i].fence = e.lo, e.hi, e.grant, e.fence
 			return append(next, s), ""
 		})
 		if a.Acquired() {
@@ -277,6 +299,9 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 			case n != left:
 				return nil, fmt.Sprintf("want %d left", left)
 			}
+			if !s.held() {
+				s.free(t0, t1) // the head of the queue may be granted the key
+			}
 			return []*kindState{s}, ""
 		})
 		return n, err
@@ -298,6 +323,9 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 				req.Wait = unit * time.Duration(rapid.IntRange(1, 5).Draw(t, "wait units"))
 			default:
 				req.Wait = drawWait(t)
+			}
+			if _, grants := b.(locker.Granter); grants && rapid.Bool().Draw(t, "grant") {
+				req.Grant = unit * time.Duration(rapid.IntRange(1, 5).Draw(t, "grant units"))
 			}
 			req.Fresh = !reentry && !everHeld[[2]string{key, owner}] && rapid.Bool().Draw(t, "fresh")
 			if a := acquire(t, req); req.ID != "" && a.Acquired() {
@@ -540,7 +568,8 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 		"Dequeue": func(t *rapid.T) {
 			// Mostly an owner that the model has in the queue; any owner otherwise.
 			key, owner := drawKey(t), ""
-			if q := m.candidates(key)[0].queue; len(q) > 0 && rapid.IntRange(0, 3).Draw(t, "queued owner") > 0 {
+			c := m.candidates(key)[0]
+			if q := append(slices.Clone(c.queue), c.grants...); len(q) > 0 && rapid.IntRange(0, 3).Draw(t, "queued owner") > 0 {
 				owner = rapid.SampledFrom(q).Draw(t, "entry").owner
 			} else {
 				owner = drawOwner(t)
@@ -552,7 +581,12 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 				t.Fatalf("Dequeue(%s, %s): %v", key, owner, err)
 			}
 			m.step(t, key, t0, t1, fmt.Sprintf("Dequeue(%s, %s)", key, owner), func(w *kindState) ([]*kindState, string) {
-				w.dequeue(owner)
+				if w.dequeue(owner) && w.holds[owner] == (kindHolds{w: 1}) {
+					// A grant that owner did not take: given back, as by its release.
+					delete(w.holds, owner)
+					w.lo, w.hi = time.Time{}, time.Time{}
+					w.free(t0, t1)
+				}
 				return []*kindState{w}, ""
 			})
 		},
@@ -566,7 +600,7 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 			if c.held() {
 				ends = append(ends, [2]time.Time{c.lo, c.hi})
 			}
-			for _, e := range c.queue {
+			for _, e := range append(slices.Clone(c.queue), c.grants...) {
 				ends = append(ends, [2]time.Time{e.lo, e.hi})
 			}
 			if len(ends) == 0 {

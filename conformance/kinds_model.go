@@ -28,6 +28,7 @@ type kindState struct {
 	holds  map[string]kindHolds // the owners that hold the key; empty when free
 	lo, hi time.Time            // the lease's end, when held
 	queue  []kindEntry          // the wait queue, in arrival order
+	grants []kindEntry          // grant records (locker.Granter): kind 'g', ending with the grant
 	fence  uint64               // the key's latest fencing token
 	exact  bool                 // fence is the backend's counter, not only a lower bound
 }
@@ -38,11 +39,15 @@ type kindHolds struct{ w, r int }
 func (h kindHolds) total() int { return h.w + h.r }
 
 // kindEntry is a wait queue entry: 'x' a fair writer, 's' a fair reader, 'w' a writer that is
-// not fair, 'r' a reader that is not fair. It ends within [lo, hi].
+// not fair, 'r' a reader that is not fair; or a grant record, 'g'. It ends within [lo, hi]. A
+// writer's entry may ask for a grant (AcquireRequest.Grant) of a lease of grant, with a fencing
+// token when fence.
 type kindEntry struct {
 	owner  string
 	kind   byte
 	lo, hi time.Time
+	grant  time.Duration
+	fence  bool
 }
 
 // reader reports whether e is a reader's entry.
@@ -64,6 +69,7 @@ func (s *kindState) clone() *kindState {
 	c := *s
 	c.holds = maps.Clone(s.holds)
 	c.queue = slices.Clone(s.queue)
+	c.grants = slices.Clone(s.grants)
 	return &c
 }
 
@@ -85,8 +91,54 @@ func (s *kindState) entry(owner string) int {
 	return slices.IndexFunc(s.queue, func(e kindEntry) bool { return e.owner == owner })
 }
 
-func (s *kindState) dequeue(owner string) {
+// dequeue takes owner's entry out of the queue, or else its grant record, and reports whether
+// it was a grant record.
+func (s *kindState) dequeue(owner string) (granted bool) {
 	if i := s.entry(owner); i >= 0 {
+		s.queue = slices.Delete(s.queue, i, i+1)
+		return false
+	}
+	if i := s.record(owner); i >= 0 {
+		s.grants = slices.Delete(s.grants, i, i+1)
+		return true
+	}
+	return false
+}
+
+// record returns the index of owner's grant record, or -1.
+func (s *kindState) record(owner string) int {
+	return slices.IndexFunc(s.grants, func(e kindEntry) bool { return e.owner == owner })
+}
+
+// free follows the end of the last hold on the key by a call from t0 to t1 (a release, a
+// take-back, a Dequeue of a grant): when the head of the queue asked for a grant, its owner
+// holds the key, once, with the grant's lease (a new fencing token when it asked for one), and a
+// grant record takes the place of its entry.
+func (s *kindState) free(t0, t1 time.Time) {
+	if len(s.queue) == 0 || s.queue[0].grant <= 0 {
+		return
+	}
+	head := s.queue[0]
+	s.queue = s.queue[1:]
+	s.holds[head.owner] = kindHolds{w: 1}
+	s.setLease(t0, t1, head.grant)
+	if head.fence {
+		s.fence, s.exact = s.fence+1, false // drawn after the latest: at least one more
+	}
+	g := ceilMillis(head.grant)
+	// The record's end is counted on a clock in whole milliseconds: 1ms either way.
+	s.grants = append(s.grants, kindEntry{owner: head.owner, kind: 'g', lo: t0.Add(g - time.Millisecond), hi: t1.Add(g + time.Millisecond)})
+}
+
+// drop removes entry e (a queue entry or a grant record) that ended.
+func (s *kindState) drop(e kindEntry) {
+	if e.kind == 'g' {
+		if i := s.record(e.owner); i >= 0 {
+			s.grants = slices.Delete(s.grants, i, i+1)
+		}
+		return
+	}
+	if i := s.entry(e.owner); i >= 0 {
 		s.queue = slices.Delete(s.queue, i, i+1)
 	}
 }
@@ -133,8 +185,8 @@ func (s *kindState) String() string {
 		fmt.Fprintf(&b, "lease [%d, %d] ", s.lo.UnixNano(), s.hi.UnixNano())
 	}
 	b.WriteString("queue")
-	for _, e := range s.queue {
-		fmt.Fprintf(&b, " %s:%c[%d, %d]", e.owner, e.kind, e.lo.UnixNano(), e.hi.UnixNano())
+	for _, e := range append(slices.Clone(s.queue), s.grants...) {
+		fmt.Fprintf(&b, " %s:%c[%d, %d]%v%v", e.owner, e.kind, e.lo.UnixNano(), e.hi.UnixNano(), e.grant, e.fence)
 	}
 	fmt.Fprintf(&b, " fence %d %v", s.fence, s.exact)
 	return b.String()
@@ -153,8 +205,11 @@ func (s *kindState) describe(now time.Time) string {
 		fmt.Fprintf(&b, "lease ends in [%v, %v]", s.lo.Sub(now), s.hi.Sub(now))
 	}
 	b.WriteString("; queue:")
-	for _, e := range s.queue {
+	for _, e := range append(slices.Clone(s.queue), s.grants...) {
 		fmt.Fprintf(&b, " %s %c ends in [%v, %v]", e.owner, e.kind, e.lo.Sub(now), e.hi.Sub(now))
+		if e.grant > 0 {
+			fmt.Fprintf(&b, " (grant %v, fence %v)", e.grant, e.fence)
+		}
 	}
 	fmt.Fprintf(&b, "; fence %d (exact %v)", s.fence, s.exact)
 	return b.String()
@@ -187,7 +242,7 @@ func (m *kindModel) worlds(s *kindState, t0, t1 time.Time) []*kindState {
 			out = append(out, gone)
 		}
 	}
-	for _, e := range s.queue {
+	for _, e := range append(slices.Clone(s.queue), s.grants...) {
 		l := m.liveness(e.lo, e.hi, t0, t1)
 		if l == live {
 			continue
@@ -198,7 +253,7 @@ func (m *kindModel) worlds(s *kindState, t0, t1 time.Time) []*kindState {
 			if l == unknown {
 				out = append(out, w.clone()) // the world where it is still live
 			}
-			w.dequeue(e.owner)
+			w.drop(e)
 		}
 	}
 	return out

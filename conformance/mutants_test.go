@@ -67,6 +67,8 @@ var mutants = []struct {
 	{"queue-never-expires", "Kinds/DeadWriter"},
 	{"shared-advances-fence", "Kinds/Model"}, // readers draw fencing tokens
 	{"shared-advances-fence", "Kinds/SharedFencing"},
+	{"grant-keeps-fence", "Kinds/Model"},     // a grant gives the waiter the old writer's token
+	{"grant-kept-on-dequeue", "Kinds/Model"}, // a waiter that gives up keeps the key it was granted
 }
 
 const mutantEnv = "CONFORMANCE_MUTANT"
@@ -143,8 +145,9 @@ type mutant struct {
 	queues  map[string][]mutantEntry
 	subs    map[string]map[chan struct{}]bool
 	fences  map[string]uint64
-	markers map[string]int    // key + " " + request ID -> outcome (never forgotten: a test is short)
-	foreign map[string]string // keys that hold something else than a lock (Factory.Foreign)
+	markers map[string]int                  // key + " " + request ID -> outcome (never forgotten: a test is short)
+	foreign map[string]string               // keys that hold something else than a lock (Factory.Foreign)
+	records map[string]map[string]time.Time // grant records: key -> owner -> end
 }
 
 // mutantLock is exclusive (owner set, holds >= 1, maybe shared holds of owner) or shared
@@ -162,6 +165,8 @@ type mutantEntry struct {
 	owner    string
 	kind     byte
 	deadline time.Time
+	grant    time.Duration // the lease of the grant it asks for (Granter); 0: none
+	fence    bool
 }
 
 func (e mutantEntry) reader() bool { return e.kind == 's' || e.kind == 'r' }
@@ -180,7 +185,7 @@ func (l *mutantLock) total(owner string) int {
 func newMutant(bug string) *mutant {
 	return &mutant{bug: bug, locks: map[string]*mutantLock{}, queues: map[string][]mutantEntry{},
 		subs: map[string]map[chan struct{}]bool{}, fences: map[string]uint64{}, markers: map[string]int{},
-		foreign: map[string]string{}}
+		foreign: map[string]string{}, records: map[string]map[string]time.Time{}}
 }
 
 // notALock returns an error wrapping ErrNotALock when key holds a foreign value. m.mu is held.
@@ -268,9 +273,13 @@ func (m *mutant) admits(req locker.AcquireRequest, l *mutantLock) bool {
 func (m *mutant) enqueue(req locker.AcquireRequest) {
 	q := m.queue(req.Key)
 	deadline := time.Now().Add(req.Wait)
+	var grant time.Duration
+	if req.Grant > 0 && req.Fresh && !req.Shared {
+		grant = req.Grant
+	}
 	for i := range q {
 		if q[i].owner == req.Owner {
-			q[i].deadline = deadline
+			q[i].deadline, q[i].grant, q[i].fence = deadline, grant, req.Fence
 			return
 		}
 	}
@@ -283,7 +292,35 @@ func (m *mutant) enqueue(req locker.AcquireRequest) {
 	case req.Fair:
 		kind = 'x'
 	}
-	m.queues[req.Key] = append(q, mutantEntry{req.Owner, kind, deadline})
+	delete(m.records[req.Key], req.Owner)
+	m.queues[req.Key] = append(q, mutantEntry{req.Owner, kind, deadline, grant, req.Fence})
+}
+
+// free follows the end of the last hold on key: the head of the queue is granted it if it
+// asked for that, and the subscribers are notified. m.mu is held.
+func (m *mutant) free(key string) {
+	q := m.queue(key)
+	if len(q) > 0 && q[0].grant > 0 {
+		head := q[0]
+		m.queues[key] = q[1:]
+		m.locks[key] = &mutantLock{owner: head.owner, holds: 1, shared: map[string]int{}, expires: m.lease(head.grant)}
+		if head.fence && m.bug != "grant-keeps-fence" {
+			m.fences[key]++
+		}
+		if m.records[key] == nil {
+			m.records[key] = map[string]time.Time{}
+		}
+		m.records[key][head.owner] = time.Now().Add(ceilMillis(head.grant))
+	}
+	m.notify(key)
+}
+
+// record removes owner's live grant record on key, if any, and reports whether there was one.
+// m.mu is held.
+func (m *mutant) record(key, owner string) bool {
+	d, ok := m.records[key][owner]
+	delete(m.records[key], owner)
+	return ok && time.Now().Before(d)
 }
 
 // dequeue removes owner's entry from key's queue and reports whether live entries were behind
@@ -296,6 +333,7 @@ func (m *mutant) dequeue(key, owner string) bool {
 			return i < len(q)-1
 		}
 	}
+	m.record(key, owner)
 	return false
 }
 
@@ -315,6 +353,9 @@ func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker
 	}
 	if req.Fresh && l.total(owner) > 0 && m.bug != "request-id-ignored" {
 		l.expires = m.lease(req.TTL)
+		if req.Shared || req.Fair || req.Wait > 0 {
+			m.dequeue(key, owner) // a grant taken
+		}
 		return locker.Acquisition{Holds: l.total(owner), Token: m.token(req)}, nil
 	}
 	if req.Reentry && l.total(owner) == 0 && m.bug != "reentry-creates-lock" {
@@ -436,7 +477,7 @@ func (m *mutant) Release(ctx context.Context, req locker.ReleaseRequest) (int, e
 	if l.owner == "" && len(l.shared) == 0 {
 		delete(m.locks, key)
 		if m.bug != "no-notice-on-release" {
-			m.notify(key)
+			m.free(key)
 		}
 	}
 	return left, nil
@@ -540,10 +581,32 @@ func (m *mutant) others(key, owner string) int {
 func (m *mutant) Dequeue(ctx context.Context, key, owner string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.bug != "no-dequeue" && m.dequeue(key, owner) {
-		m.notify(key)
+	if m.bug == "no-dequeue" {
+		return nil
+	}
+	q := m.queue(key)
+	for i, e := range q {
+		if e.owner == owner {
+			m.queues[key] = append(q[:i], q[i+1:]...)
+			if i < len(q)-1 {
+				m.notify(key)
+			}
+			return nil
+		}
+	}
+	l := m.get(key)
+	if m.record(key, owner) && l != nil && l.owner == owner && l.holds == 1 && len(l.shared) == 0 && m.bug != "grant-kept-on-dequeue" {
+		delete(m.locks, key) // a grant not taken, given back
+		m.free(key)
 	}
 	return nil
+}
+
+var _ locker.Granter = (*mutant)(nil)
+
+// SubscribeAs is Subscribe: every notice wakes every subscriber, which a waiter must bear.
+func (m *mutant) SubscribeAs(ctx context.Context, key, _ string) (<-chan struct{}, func(), error) {
+	return m.Subscribe(ctx, key)
 }
 
 func (m *mutant) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {

@@ -167,7 +167,7 @@ func (d *driver) DialPubSub(ctx context.Context, node string, events rediscore.P
 			}
 			switch v := v.(type) {
 			case *redis.Message:
-				events.Message(v.Channel)
+				events.Message(v.Channel, v.Payload)
 			case *redis.Subscription:
 				events.Reply(v.Kind, v.Channel)
 			}

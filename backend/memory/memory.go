@@ -17,7 +17,7 @@ import (
 	"github.com/hashlock/locker/internal/display"
 )
 
-var _ locker.KindLocker = (*Backend)(nil)
+var _ locker.Granter = (*Backend)(nil)
 
 // minSweep is the map size below which expired entries are never swept.
 const minSweep = 32
@@ -32,8 +32,8 @@ const minSweep = 32
 type Backend struct {
 	mu    sync.Mutex
 	locks map[string]*entry
-	swept int // len(locks) after the last sweep
-	subs  map[string]map[chan struct{}]struct{}
+	swept int                                 // len(locks) after the last sweep
+	subs  map[string]map[chan struct{}]string // the subscriptions of each key, with their owner
 
 	queues      map[string]*waitQueue // the wait queue per key (dead ones until swept)
 	sweptQueues int                   // len(queues) after the last sweep
@@ -116,7 +116,10 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		}
 	}
 	if req.Fresh && e.heldBy(req.Owner) {
-		e.expires = now.Add(ttl) // this very request, sent again
+		e.expires = now.Add(ttl) // this very request sent again, or a grant taken
+		if req.Shared || req.Fair || req.Wait > 0 {
+			b.remove(req.Key, req.Owner, now) // its grant record (a request that reads the queue)
+		}
 		return locker.Acquisition{Holds: e.total(req.Owner), Token: b.token(req)}, nil
 	}
 	if req.Reentry && !e.heldBy(req.Owner) {
@@ -255,7 +258,7 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 		if e.holds == 0 {
 			e.owner = "" // shared holds of the owner, if any, remain: shared mode
 			if len(e.shared) > 0 {
-				b.notify(req.Key) // readers may join
+				b.notify(req.Key, "") // readers may join
 			}
 		}
 	}
@@ -265,7 +268,7 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 	}
 	if e.owner == "" && len(e.shared) == 0 {
 		delete(b.locks, req.Key)
-		b.notify(req.Key)
+		b.grantHead(req.Key, now) // and notify
 	}
 	return left, nil
 }
@@ -341,7 +344,7 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {
 		return false, nil
 	}
 	delete(b.locks, key)
-	b.notify(key)
+	b.notify(key, "")
 	return true, nil
 }
 
@@ -352,6 +355,12 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {
 // returned. It may be called any number of times, concurrently; it never closes notices. The
 // subscription outlives ctx, which only bounds the call.
 func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	return b.SubscribeAs(ctx, key, "")
+}
+
+// SubscribeAs implements [locker.Granter]: it is Subscribe, but the notice of a release that
+// granted key to another owner than owner is not sent (owner "": every notice is).
+func (b *Backend) SubscribeAs(ctx context.Context, key, owner string) (<-chan struct{}, func(), error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -359,12 +368,12 @@ func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, f
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.subs == nil {
-		b.subs = make(map[string]map[chan struct{}]struct{})
+		b.subs = make(map[string]map[chan struct{}]string)
 	}
 	if b.subs[key] == nil {
-		b.subs[key] = make(map[chan struct{}]struct{})
+		b.subs[key] = make(map[chan struct{}]string)
 	}
-	b.subs[key][ch] = struct{}{}
+	b.subs[key][ch] = owner
 	cancel := func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -429,9 +438,13 @@ func (b *Backend) remember(key, id string, holds int, now time.Time) {
 	sweepExpired(b.requests, &b.sweptRequests, now, func(o outcome) time.Time { return o.expires })
 }
 
-// notify sends a notice to every subscriber of key without blocking.
-func (b *Backend) notify(key string) {
-	for ch := range b.subs[key] {
+// notify sends a notice without blocking to every subscriber of key, or, after a grant to
+// grantee (not ""), to grantee's and to those that gave no owner.
+func (b *Backend) notify(key, grantee string) {
+	for ch, owner := range b.subs[key] {
+		if grantee != "" && owner != "" && owner != grantee {
+			continue
+		}
 		select {
 		case ch <- struct{}{}:
 		default:

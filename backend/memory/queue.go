@@ -7,18 +7,23 @@ import (
 	"github.com/hashlock/locker"
 )
 
-// waitQueue is a key's wait queue: live and dead entries in arrival order, and the latest
-// deadline of them, after which the whole queue is dead.
+// waitQueue is a key's wait queue: live and dead entries in arrival order, the grant records
+// (releases gave the key to their owners, who have not taken it yet: see locker.Granter), and
+// the latest deadline of them, after which the whole queue is dead.
 type waitQueue struct {
 	entries []waiting
+	granted []waiting
 	last    time.Time
 }
 
-// waiting is one entry of a wait queue.
+// waiting is one entry of a wait queue, or a grant record (kind 'g', its deadline the grant's
+// lease).
 type waiting struct {
 	owner    string
-	kind     byte // 'x' fair exclusive, 's' fair shared, 'w' plain exclusive, 'r' plain shared
+	kind     byte // 'x' fair exclusive, 's' fair shared, 'w' plain exclusive, 'r' plain shared, 'g' granted
 	deadline time.Time
+	grant    time.Duration // the lease of a grant it asks for (locker.AcquireRequest.Grant); 0: none
+	fence    bool          // the grant draws a fencing token
 }
 
 // reader reports whether the entry is a reader's.
@@ -44,19 +49,25 @@ func (b *Backend) liveQueue(key string, now time.Time) *waitQueue {
 	if q == nil {
 		return nil
 	}
-	kept := q.entries[:0]
-	for _, w := range q.entries {
-		if now.Before(w.deadline) {
-			kept = append(kept, w)
-		}
-	}
-	clear(q.entries[len(kept):])
-	q.entries = kept
-	if len(kept) == 0 {
+	q.entries = liveOnly(q.entries, now)
+	q.granted = liveOnly(q.granted, now)
+	if len(q.entries) == 0 && len(q.granted) == 0 {
 		delete(b.queues, key)
 		return nil
 	}
 	return q
+}
+
+// liveOnly returns the entries of list whose deadline has not passed at now, in place.
+func liveOnly(list []waiting, now time.Time) []waiting {
+	kept := list[:0]
+	for _, w := range list {
+		if now.Before(w.deadline) {
+			kept = append(kept, w)
+		}
+	}
+	clear(list[len(kept):])
+	return kept
 }
 
 // admits reports whether req may take a new hold on the key, whose lock is e (nil when free),
@@ -103,46 +114,93 @@ func (b *Backend) enqueue(req locker.AcquireRequest, now time.Time) {
 	if deadline.After(q.last) {
 		q.last = deadline
 	}
+	var grant time.Duration
+	if req.Grant > 0 && req.Fresh && !req.Shared {
+		grant, _ = roundTTL("acquire", req.Key, req.Grant)
+	}
 	for i := range q.entries {
 		if q.entries[i].owner == req.Owner {
-			q.entries[i].deadline = deadline
+			q.entries[i].deadline, q.entries[i].grant, q.entries[i].fence = deadline, grant, req.Fence
 			return
 		}
 	}
-	q.entries = append(q.entries, waiting{owner: req.Owner, kind: kindOf(req), deadline: deadline})
+	q.granted = without(q.granted, req.Owner) // a grant that lapsed: the owner queues anew
+	q.entries = append(q.entries, waiting{owner: req.Owner, kind: kindOf(req), deadline: deadline, grant: grant, fence: req.Fence})
+}
+
+// without returns list without owner's entry, in place.
+func without(list []waiting, owner string) []waiting {
+	for i, w := range list {
+		if w.owner == owner {
+			return append(list[:i], list[i+1:]...)
+		}
+	}
+	return list
 }
 
 // granted takes req's owner out of the key's queue once req got a new hold. When req was shared
 // and readers are now at the head, they are woken, since they may join.
 func (b *Backend) granted(req locker.AcquireRequest, now time.Time) {
-	if b.remove(req.Key, req.Owner, now) && req.Shared {
-		if q := b.liveQueue(req.Key, now); q != nil && q.entries[0].reader() {
-			b.notify(req.Key)
+	if behind, _ := b.remove(req.Key, req.Owner, now); behind && req.Shared {
+		if q := b.liveQueue(req.Key, now); q != nil && len(q.entries) > 0 && q.entries[0].reader() {
+			b.notify(req.Key, "")
 		}
 	}
 }
 
-// remove takes owner's entry out of key's queue and reports whether live entries were behind
-// it.
-func (b *Backend) remove(key, owner string, now time.Time) bool {
+// remove takes owner's entry, or its grant record, out of key's queue and reports whether live
+// entries were behind it, and whether it was a grant record.
+func (b *Backend) remove(key, owner string, now time.Time) (behind, granted bool) {
 	q := b.liveQueue(key, now)
 	if q == nil {
-		return false
+		return false, false
 	}
-	for i, w := range q.entries {
-		if w.owner != owner {
-			continue
-		}
-		q.entries = append(q.entries[:i], q.entries[i+1:]...)
-		if len(q.entries) == 0 {
+	defer func() {
+		if len(q.entries) == 0 && len(q.granted) == 0 {
 			delete(b.queues, key)
 		}
-		return i < len(q.entries)
+	}()
+	for i, w := range q.entries {
+		if w.owner == owner {
+			q.entries = append(q.entries[:i], q.entries[i+1:]...)
+			return i < len(q.entries), false
+		}
 	}
-	return false
+	n := len(q.granted)
+	q.granted = without(q.granted, owner)
+	return false, len(q.granted) < n
 }
 
-// queued counts the live entries of key's queue.
+// grantHead gives key, just freed, to the head of its queue when the head asked for a grant
+// (locker.AcquireRequest.Grant), as the Redis backends' release.lua does, and notifies key's
+// subscribers (of the grantee only, after a grant).
+func (b *Backend) grantHead(key string, now time.Time) {
+	q := b.liveQueue(key, now)
+	if q == nil || len(q.entries) == 0 || q.entries[0].grant == 0 {
+		b.notify(key, "")
+		return
+	}
+	head := q.entries[0]
+	q.entries = q.entries[1:]
+	if b.locks == nil {
+		b.locks = make(map[string]*entry)
+	}
+	b.locks[key] = &entry{owner: head.owner, holds: 1, expires: now.Add(head.grant)}
+	b.advanceFence(locker.AcquireRequest{Key: key, Fence: head.fence})
+	q.granted = append(q.granted, waiting{owner: head.owner, kind: 'g', deadline: now.Add(head.grant)})
+	q.last = maxTime(q.last, now.Add(head.grant))
+	b.notify(key, head.owner)
+}
+
+// maxTime returns the later of a and b.
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// queued counts the live entries of key's queue (grant records are none).
 func (b *Backend) queued(key string, now time.Time) int {
 	if q := b.liveQueue(key, now); q != nil {
 		return len(q.entries)
@@ -151,15 +209,23 @@ func (b *Backend) queued(key string, now time.Time) int {
 }
 
 // Dequeue implements [locker.KindLocker]: it takes owner's entry out of key's wait queue, if
-// there is one, and notifies key's subscribers when live entries were behind it.
+// there is one, and notifies key's subscribers when live entries were behind it. When the entry
+// is a grant record and owner still holds key exclusively, once, that hold is released (and the
+// key passes to the next in the queue, as after a Release).
 func (b *Backend) Dequeue(ctx context.Context, key, owner string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.remove(key, owner, time.Now()) {
-		b.notify(key)
+	now := time.Now()
+	behind, granted := b.remove(key, owner, now)
+	switch e := b.live(key, now); {
+	case granted && e != nil && e.owner == owner && e.holds == 1 && len(e.shared) == 0:
+		delete(b.locks, key)
+		b.grantHead(key, now)
+	case behind:
+		b.notify(key, "")
 	}
 	return nil
 }

@@ -213,7 +213,7 @@ func (d *driver) DialPubSub(ctx context.Context, _ string, events rediscore.PubS
 			k, channel := kind(v)
 			switch k {
 			case "message", "smessage":
-				events.Message(channel)
+				events.Message(channel, message(v))
 			case "subscribe", "ssubscribe", "unsubscribe", "sunsubscribe":
 				events.Reply(k, channel)
 			}
@@ -270,6 +270,15 @@ func kind(v any) (kind, channel string) {
 		return string(k), string(ch)
 	}
 	return "", ""
+}
+
+// message returns the payload of a pushed message (its third element).
+func message(v any) string {
+	if a, ok := v.([]any); ok && len(a) > 2 {
+		m, _ := a[2].([]byte)
+		return string(m)
+	}
+	return ""
 }
 
 // reply converts a script reply: an integer, or an array of integers; an error reply (a

@@ -77,7 +77,7 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		return locker.Acquisition{}, fmt.Errorf("%s: acquire %s: wait %v: %w", b.prefix, display.Key(req.Key), req.Wait, locker.ErrInvalid)
 	}
 	queued := req.Shared || req.Fair || req.Wait > 0
-	buf := make([]string, 9) // keys and args in one allocation: at most 4 keys, then 5 args
+	buf := make([]string, 10) // keys and args in one allocation: at most 4 keys, then 6 args
 	keys := buf[:1:4]
 	keys[0] = req.Key
 	if req.ID != "" {
@@ -97,6 +97,9 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 			wait = formatMillis(req.Wait, &lastWait)
 		}
 		args = append(buf[4:4], req.Owner, millis(req.TTL), flags, wait, Channel(req.Key))
+		if req.Grant > 0 {
+			args = append(args, formatMillis(req.Grant, &lastGrant))
+		}
 	} else {
 		args = append(buf[4:4], req.Owner, millis(req.TTL), flags)
 	}
@@ -148,19 +151,16 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 
 // releaseCall returns the keys and arguments of release.lua for req.
 func releaseCall(req locker.ReleaseRequest) (keys, args []string) {
-	buf := make([]string, 5) // keys and args in one allocation: at most 2 keys, then 3 args
-	keys = buf[:1:2]
+	buf := make([]string, 7) // keys and args in one allocation: at most 4 keys, then 3 args
+	keys = buf[:1:4]
 	keys[0] = req.Key
-	var channel string
+	marker, channel, queue, fence := releaseNames(req.Key, req.ID)
 	if req.ID != "" {
-		var marker string
-		marker, channel = MarkerAndChannel(req.Key, req.ID)
 		keys = append(keys, marker)
-	} else {
-		channel = Channel(req.Key)
 	}
+	keys = append(keys, queue, fence)
 	undo := req.Undo && req.ID != ""
-	return keys, append(buf[2:2], req.Owner, channel, releaseFlags.of(req.ID != "", undo, req.Fresh, req.Shared))
+	return keys, append(buf[4:4], req.Owner, channel, releaseFlags.of(req.ID != "", undo, req.Fresh, req.Shared, true))
 }
 
 // A flagSet is the scripts' flags argument for every combination of its letters, made once, so
@@ -196,8 +196,8 @@ var (
 	// 's' shared, 'o' fair (ordered), 'q' the wait queue is passed.
 	acquireFlags = newFlagSet("mfnrsoq")
 	// releaseFlags: 'm' marker (request ID), 'u' take-back, 'n' a fresh owner,
-	// 's' a shared hold.
-	releaseFlags = newFlagSet("muns")
+	// 's' a shared hold, 'q' the wait queue and the fencing counter are passed.
+	releaseFlags = newFlagSet("munsq")
 )
 
 // Renew implements locker.Locker with renew.lua: one call per group of keys that share a
@@ -304,7 +304,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error)
 
 // Dequeue implements locker.KindLocker with dequeue.lua: it takes owner's entry out of key's
 // wait queue (QueueKey), if there is one, and sends a release notice when live entries were
-// behind it. A queue key that holds anything else is left as it is (an error wrapping
+// behind it; an unconfirmed grant of key to owner is released (locker.Granter). A queue key that holds anything else is left as it is (an error wrapping
 // locker.ErrNotALock). With WithReplicaAck, a dequeue that too few replicas acknowledged
 // returns an error wrapping locker.ErrUnavailable and ErrNotReplicated, although the master
 // dequeued (a failover may bring the entry back until its wait ends).
@@ -312,7 +312,7 @@ func (b *Backend) Dequeue(ctx context.Context, key, owner string) error {
 	if b.opts.err != nil {
 		return b.opts.err
 	}
-	_, acks, err := b.change(ctx, DequeueScript, []string{QueueKey(key)}, []string{owner, Channel(key), key})
+	_, acks, err := b.change(ctx, DequeueScript, []string{QueueKey(key), key, FenceKey(key)}, []string{owner, Channel(key)})
 	if err != nil {
 		return b.fail(ctx, "dequeue", key, err)
 	}
@@ -342,6 +342,19 @@ func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, f
 		return nil, nil, b.opts.err
 	}
 	ch, cancel, err := b.notices.subscribe(ctx, Channel(key))
+	if err != nil {
+		return nil, nil, b.fail(ctx, "subscribe", key, err)
+	}
+	return ch, cancel, nil
+}
+
+// SubscribeAs implements locker.Granter: Subscribe, but a notice of a release that granted key
+// to another owner than owner does not wake this subscription.
+func (b *Backend) SubscribeAs(ctx context.Context, key, owner string) (<-chan struct{}, func(), error) {
+	if b.opts.err != nil {
+		return nil, nil, b.opts.err
+	}
+	ch, cancel, err := b.notices.subscribeAs(ctx, Channel(key), key, owner)
 	if err != nil {
 		return nil, nil, b.fail(ctx, "subscribe", key, err)
 	}
@@ -414,4 +427,4 @@ type formatted struct {
 	s string
 }
 
-var lastMillis, lastWait atomic.Pointer[formatted]
+var lastMillis, lastWait, lastGrant atomic.Pointer[formatted]

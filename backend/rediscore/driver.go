@@ -66,7 +66,7 @@ type PubSubCommand struct {
 // PubSubEvents receives what a PubSubConn hears. Its methods may be called from any goroutine.
 type PubSubEvents interface {
 	// Message is a message published on channel.
-	Message(channel string)
+	Message(channel, message string)
 	// Reply is the server's confirmation of a subscription change of channel — kind is
 	// "subscribe", "ssubscribe", "unsubscribe" or "sunsubscribe", one per channel — or an
 	// unsubscription the server sent by itself (a sharded channel whose slot moved).

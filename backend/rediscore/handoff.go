@@ -8,7 +8,10 @@ import (
 	"github.com/hashlock/locker/internal/display"
 )
 
-var _ locker.HandOffer = (*Backend)(nil)
+var (
+	_ locker.HandOffer = (*Backend)(nil)
+	_ locker.Granter   = (*Backend)(nil)
+)
 
 // handOffFlags: 'f' draw a fencing token.
 var handOffFlags = newFlagSet("f")

@@ -58,16 +58,24 @@ func MarkerKey(key, id string) string { return companion(key, "req:", id) }
 // to the key's cluster slot, so a script can SPUBLISH to it.
 func Channel(key string) string { return companion(key, "released", "") }
 
-// MarkerAndChannel returns MarkerKey(key, id) and Channel(key), in one allocation: what a
-// release sends.
-func MarkerAndChannel(key, id string) (marker, channel string) {
+// releaseNames returns what a release sends besides the key: MarkerKey(key, id) ("" when id is
+// ""), Channel(key), QueueKey(key) and FenceKey(key), in one allocation.
+func releaseNames(key, id string) (marker, channel, queue, fence string) {
 	var b strings.Builder
-	b.Grow(companionLen(key, "req:", id) + companionLen(key, "released", ""))
-	appendCompanion(&b, key, "req:", id)
-	n := b.Len()
-	appendCompanion(&b, key, "released", "")
+	n := companionLen(key, "released", "") + companionLen(key, "queue", "") + companionLen(key, "fence", "")
+	if id != "" {
+		n += companionLen(key, "req:", id)
+	}
+	b.Grow(n)
+	var ends [4]int
+	for i, part := range [4]struct{ suffix, id string }{{"req:", id}, {"released", ""}, {"queue", ""}, {"fence", ""}} {
+		if i > 0 || id != "" {
+			appendCompanion(&b, key, part.suffix, part.id)
+		}
+		ends[i] = b.Len()
+	}
 	s := b.String()
-	return s[:n], s[n:]
+	return s[:ends[0]], s[ends[0]:ends[1]], s[ends[1]:ends[2]], s[ends[2]:ends[3]]
 }
 
 // companion returns the name P + ":locker:" + suffix + the id's part + Z described above.

@@ -182,14 +182,22 @@ func TestSlotTag(t *testing.T) {
 	}
 }
 
-// MarkerAndChannel names what MarkerKey and Channel name, whatever the key and the ID.
-func TestMarkerAndChannel(t *testing.T) {
+// releaseNames names what MarkerKey, Channel, QueueKey and FenceKey name, whatever the key and
+// the ID.
+func TestReleaseNames(t *testing.T) {
 	long := strings.Repeat("k", 200)
 	for _, key := range []string{"job", "{user}:7", "a{b", "x{}y", "}x", long, long + "{t}", "{t}" + long} {
 		for _, id := range []string{"abc.1", "", "with space", strings.Repeat("i", 100)} {
-			m, c := MarkerAndChannel(key, id)
-			if m != MarkerKey(key, id) || c != Channel(key) {
-				t.Errorf("MarkerAndChannel(%q, %q) = %q, %q; want %q, %q", key, id, m, c, MarkerKey(key, id), Channel(key))
+			m, c, q, f := releaseNames(key, id)
+			if q != QueueKey(key) || f != FenceKey(key) {
+				t.Errorf("releaseNames(%q, %q): queue %q, fence %q; want %q, %q", key, id, q, f, QueueKey(key), FenceKey(key))
+			}
+			wantM := MarkerKey(key, id)
+			if id == "" {
+				wantM = ""
+			}
+			if m != wantM || c != Channel(key) {
+				t.Errorf("releaseNames(%q, %q) = %q, %q; want %q, %q", key, id, m, c, wantM, Channel(key))
 			}
 		}
 	}

@@ -79,7 +79,7 @@ func TestReplicaAckKinds(t *testing.T) {
 		t.Fatalf("shared Acquire with 0 of 1 acks = %v", err)
 	}
 	calls := d.recorded()
-	if len(calls) != 2 || calls[1].script != "release" || !slices.Equal(calls[1].args, []string{"o", Channel("k"), "mus"}) {
+	if len(calls) != 2 || calls[1].script != "release" || !slices.Equal(calls[1].args, []string{"o", Channel("k"), "musq"}) {
 		t.Fatalf("calls %+v, want a shared take-back", calls)
 	}
 
@@ -93,7 +93,7 @@ func TestReplicaAckKinds(t *testing.T) {
 		t.Fatalf("Dequeue with 1 of 1 acks = %v", err)
 	}
 	calls = d.recorded()
-	if len(calls) != 2 || calls[0].wait != time.Second || !slices.Equal(calls[0].keys, []string{QueueKey("k")}) || !slices.Equal(calls[0].args, []string{"o", Channel("k"), "k"}) {
+	if len(calls) != 2 || calls[0].wait != time.Second || !slices.Equal(calls[0].keys, []string{QueueKey("k"), "k", FenceKey("k")}) || !slices.Equal(calls[0].args, []string{"o", Channel("k")}) {
 		t.Fatalf("calls %+v, want dequeue.lua with WAIT on the queue", calls)
 	}
 }

@@ -29,6 +29,10 @@ const (
 	// fail, back to none at the next confirmation.
 	resubscribeMinDelay = 50 * time.Millisecond
 	resubscribeMaxDelay = 5 * time.Second
+	// noticeLinger is how long a channel stays subscribed after its last waiter left, so that
+	// a key contended again soon (a Lock after every Unlock) finds it up: no SUBSCRIBE, and no
+	// new connection when it was the connection's last channel.
+	noticeLinger = time.Second
 )
 
 // hub multiplexes the channels of a Backend's waiters over at most maxConns connections per node.
@@ -51,14 +55,17 @@ type hub struct {
 // channelSub is one channel and its waiters.
 type channelSub struct {
 	channel   string
-	waiters   map[chan struct{}]struct{}
-	conn      *noticeConn   // the connection carrying it; nil while unplaced
-	sharded   bool          // sent as SSUBSCRIBE
-	confirmed bool          // the server confirmed it at least once
-	tries     int           // placements since the last confirmation
-	err       error         // why it failed, set before ready is closed
-	ready     chan struct{} // closed at the first confirmation, or when it failed
-	gone      bool          // out of hub.subs: its last waiter left, or it failed
+	key       string                   // the lock whose channel it is ("": notices are not read)
+	waiters   map[chan struct{}]string // each waiter's owner token ("": every notice wakes it)
+	conn      *noticeConn              // the connection carrying it; nil while unplaced
+	sharded   bool                     // sent as SSUBSCRIBE
+	confirmed bool                     // the server confirmed it at least once
+	tries     int                      // placements since the last confirmation
+	err       error                    // why it failed, set before ready is closed
+	ready     chan struct{}            // closed at the first confirmation, or when it failed
+	gone      bool                     // out of hub.subs: its last waiter left, or it failed
+	idle      time.Time                // when its last waiter left
+	lingering bool                     // a timer will unsubscribe it if it is still idle (noticeLinger)
 }
 
 // noticeConn is one shared pub/sub connection. It implements PubSubEvents.
@@ -92,15 +99,24 @@ func newHub(d Driver, maxConns int) *hub {
 // subscription (at once when another waiter's subscription is up), ctx ended, or CallTimeout
 // passed. cancel removes the waiter; the last one out unsubscribes.
 func (h *hub) subscribe(ctx context.Context, channel string) (<-chan struct{}, func(), error) {
+	return h.subscribeAs(ctx, channel, "", "")
+}
+
+// subscribeAs is subscribe for a waiter of lock key whose owner token is owner: a notice that
+// names another owner (a release that granted key to it: release.lua) does not wake it.
+func (h *hub) subscribeAs(ctx context.Context, channel, key, owner string) (<-chan struct{}, func(), error) {
 	w := make(chan struct{}, 1)
 	h.mu.Lock()
 	s := h.subs[channel]
 	fresh := s == nil
 	if fresh {
-		s = &channelSub{channel: channel, waiters: make(map[chan struct{}]struct{}), ready: make(chan struct{})}
+		s = &channelSub{channel: channel, waiters: make(map[chan struct{}]string), ready: make(chan struct{})}
 		h.subs[channel] = s
 	}
-	s.waiters[w] = struct{}{}
+	if key != "" {
+		s.key = key
+	}
+	s.waiters[w] = owner
 	h.mu.Unlock()
 
 	wait, stop := context.WithTimeout(ctx, CallTimeout)
@@ -172,29 +188,66 @@ func (h *hub) connFor(node string) *noticeConn {
 	return c
 }
 
-// leave removes waiter w of s; the last one out unsubscribes s, and closes its connection when s
-// was the connection's last channel.
+// leave removes waiter w of s. When w was the last one, s stays subscribed for noticeLinger if
+// the server confirmed it, and is unsubscribed then unless a waiter came meanwhile (at once if it
+// is not confirmed).
 func (h *hub) leave(s *channelSub, w chan struct{}) {
 	h.mu.Lock()
 	delete(s.waiters, w)
 	var closing PubSubConn
 	if len(s.waiters) == 0 && !s.gone {
-		h.drop(s)
-		if c := s.conn; c != nil {
-			s.conn = nil
-			delete(c.subs, s.channel)
-			if len(c.subs) == 0 {
-				closing = h.retire(c)
-			} else {
-				c.unsubs[s.channel]++
-				c.send(unsubscribeCommand(s.sharded), s.channel)
-			}
+		s.idle = time.Now()
+		switch {
+		case !s.confirmed:
+			closing = h.unsubscribe(s)
+		case !s.lingering:
+			s.lingering = true
+			time.AfterFunc(noticeLinger, func() { h.expire(s) })
 		}
 	}
 	h.mu.Unlock()
 	if closing != nil {
 		go closing.Close()
 	}
+}
+
+// expire unsubscribes s if it has had no waiter for noticeLinger, or waits on for the rest of
+// that time if it has none but had one meanwhile.
+func (h *hub) expire(s *channelSub) {
+	h.mu.Lock()
+	var closing PubSubConn
+	switch left := noticeLinger - time.Since(s.idle); {
+	case s.gone || len(s.waiters) > 0:
+		s.lingering = false
+	case left > 0:
+		time.AfterFunc(left, func() { h.expire(s) })
+	default:
+		s.lingering = false
+		closing = h.unsubscribe(s)
+	}
+	h.mu.Unlock()
+	if closing != nil {
+		go closing.Close()
+	}
+}
+
+// unsubscribe takes s out of the hub and off its connection, and returns that connection's
+// driver connection for the caller to close outside h.mu when s was its last channel (nil
+// otherwise). h.mu must be held.
+func (h *hub) unsubscribe(s *channelSub) PubSubConn {
+	h.drop(s)
+	c := s.conn
+	if c == nil {
+		return nil
+	}
+	s.conn = nil
+	delete(c.subs, s.channel)
+	if len(c.subs) == 0 {
+		return h.retire(c)
+	}
+	c.unsubs[s.channel]++
+	c.send(unsubscribeCommand(s.sharded), s.channel)
+	return nil
 }
 
 // drop takes s out of the hub. h.mu must be held.
@@ -349,13 +402,31 @@ func (h *hub) broken(c *noticeConn, err error) {
 }
 
 // wake sends a notice to every waiter of s without blocking. hub.mu must be held.
-func (s *channelSub) wake() {
-	for w := range s.waiters {
+func (s *channelSub) wake() { s.wakeFor("") }
+
+// wakeFor sends a notice without blocking to the waiters of s that a notice granting the key to
+// grantee concerns: those of grantee and those that read no notice; every waiter when grantee is
+// "". hub.mu must be held.
+func (s *channelSub) wakeFor(grantee string) {
+	for w, owner := range s.waiters {
+		if grantee != "" && owner != "" && owner != grantee {
+			continue
+		}
 		select {
 		case w <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// grantee returns the owner that a notice message names (release.lua: "<lock>\n<owner>" after a
+// grant), or "" when it names none or s does not know its lock.
+func (s *channelSub) grantee(message string) string {
+	n := len(s.key)
+	if n == 0 || len(message) <= n+1 || message[n] != '\n' || message[:n] != s.key {
+		return ""
+	}
+	return message[n+1:]
 }
 
 // send queues a command for c's writer. hub.mu must be held.
@@ -439,12 +510,13 @@ func commands(queue []pubsubCommand) []PubSubCommand {
 	return out
 }
 
-// Message implements PubSubEvents: a notice wakes the waiters of its channel.
-func (c *noticeConn) Message(channel string) {
+// Message implements PubSubEvents: a notice wakes the waiters of its channel (when it names the
+// owner a release granted the key to, that owner's only).
+func (c *noticeConn) Message(channel, message string) {
 	c.h.mu.Lock()
 	defer c.h.mu.Unlock()
 	if s := c.subs[channel]; s != nil && !c.dead {
-		s.wake()
+		s.wakeFor(s.grantee(message))
 	}
 }
 

@@ -113,7 +113,7 @@ func (f *fakePubSub) publish(channel string) int {
 	}
 	f.mu.Unlock()
 	for _, c := range to {
-		c.events.Message(channel)
+		c.events.Message(channel, "")
 	}
 	return len(to)
 }
@@ -177,6 +177,7 @@ func noticed(w waiter) bool {
 // waiters only; the last waiter out closes the connections.
 func TestNoticesShareConnections(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer lingerOut()
 		f := newFakePubSub()
 		h := newHub(f, 2)
 		ws := subscribeAll(t, h, 3000)
@@ -201,8 +202,13 @@ func TestNoticesShareConnections(t *testing.T) {
 			w.cancel()
 		}
 		synctest.Wait()
+		if n := f.perNode(); len(n) != 3 {
+			t.Fatalf("connections left right after every waiter left: %v, want them kept for noticeLinger", n)
+		}
+		time.Sleep(noticeLinger)
+		synctest.Wait()
 		if n := f.perNode(); len(n) != 0 {
-			t.Fatalf("connections left after every waiter left: %v", n)
+			t.Fatalf("connections left noticeLinger after every waiter left: %v", n)
 		}
 	})
 }
@@ -210,6 +216,7 @@ func TestNoticesShareConnections(t *testing.T) {
 // A broken connection wakes the waiters of all its channels and subscribes them again.
 func TestNoticesSurviveBrokenConnections(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer lingerOut()
 		f := newFakePubSub()
 		h := newHub(f, 2)
 		var logged bytes.Buffer
@@ -246,6 +253,7 @@ func TestNoticesSurviveBrokenConnections(t *testing.T) {
 // and its waiters are woken.
 func TestNoticesUnshardedAndEndedByServer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer lingerOut()
 		f := newFakePubSub()
 		f.noSharded = true
 		h := newHub(f, 2)
@@ -282,6 +290,7 @@ func TestNoticesUnshardedAndEndedByServer(t *testing.T) {
 // all fail gives up after a few tries; either way nothing is left running.
 func TestNoticesSubscribeBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer lingerOut()
 		f := newFakePubSub()
 		f.silent = true
 		h := newHub(f, 2)
@@ -307,4 +316,11 @@ func TestNoticesSubscribeBounded(t *testing.T) {
 			t.Fatalf("connections left: %v", n)
 		}
 	})
+}
+
+// lingerOut lets the channels that linger after their last waiter left (noticeLinger) go, with
+// their connections, at the end of a synctest bubble.
+func lingerOut() {
+	time.Sleep(noticeLinger)
+	synctest.Wait()
 }

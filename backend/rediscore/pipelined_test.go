@@ -93,9 +93,9 @@ func (c hookConn) Close()                                     { close(c.closed) 
 // failures records what a connection reports as failed.
 type failures chan error
 
-func (f failures) Message(string)       {}
-func (f failures) Reply(string, string) {}
-func (f failures) Failed(err error)     { f <- err }
+func (f failures) Message(string, string) {}
+func (f failures) Reply(string, string)   {}
+func (f failures) Failed(err error)       { f <- err }
 
 func TestWatchHooks(t *testing.T) {
 	for _, lost := range []error{nil, errors.New("EOF")} {

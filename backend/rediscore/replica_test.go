@@ -135,11 +135,12 @@ func TestReplicaAckTakesBack(t *testing.T) {
 		if a := calls[0]; a.script != "acquire" || a.wait != 300*time.Millisecond || a.replicas != 2 {
 			t.Fatalf("id %q: first call %+v, want acquire with WAIT 2 300ms", id, a)
 		}
-		wantKeys, wantArgs := []string{"k"}, []string{"o", Channel("k"), ""}
+		wantKeys, wantArgs := []string{"k"}, []string{"o", Channel("k"), "q"}
 		if id != "" {
 			wantKeys = append(wantKeys, MarkerKey("k", id))
-			wantArgs = []string{"o", Channel("k"), "mu"}
+			wantArgs = []string{"o", Channel("k"), "muq"}
 		}
+		wantKeys = append(wantKeys, QueueKey("k"), FenceKey("k"))
 		if r := calls[1]; r.script != "release" || r.wait != 0 || !slices.Equal(r.keys, wantKeys) || !slices.Equal(r.args, wantArgs) {
 			t.Fatalf("id %q: take-back %+v, want release.lua without WAIT, keys %q, args %q", id, r, wantKeys, wantArgs)
 		}

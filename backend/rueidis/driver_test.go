@@ -121,7 +121,7 @@ type events struct{ messages, replies, failures chan string }
 func newEvents() *events {
 	return &events{make(chan string, 16), make(chan string, 16), make(chan string, 16)}
 }
-func (e *events) Message(channel string)     { e.messages <- channel }
+func (e *events) Message(channel, _ string)  { e.messages <- channel }
 func (e *events) Reply(kind, channel string) { e.replies <- kind + " " + channel }
 func (e *events) Failed(err error)           { e.failures <- err.Error() }
 

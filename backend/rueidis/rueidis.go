@@ -135,7 +135,7 @@ func (d *driver) DialPubSub(_ context.Context, node string, events rediscore.Pub
 	dc, _ := c.Dedicate() // Close releases it
 	done := dc.SetPubSubHooks(rueidis.PubSubHooks{
 		// Hooks run in the connection's reader goroutine: no blocking there.
-		OnMessage:      func(m rueidis.PubSubMessage) { events.Message(m.Channel) },
+		OnMessage:      func(m rueidis.PubSubMessage) { events.Message(m.Channel, m.Message) },
 		OnSubscription: func(s rueidis.PubSubSubscription) { events.Reply(s.Kind, s.Channel) },
 	})
 	return rediscore.WatchHooks(pubsub{dc, d.slots}, done, events), nil

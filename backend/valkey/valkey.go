@@ -123,7 +123,7 @@ func (d *driver) DialPubSub(_ context.Context, node string, events rediscore.Pub
 	}
 	dc, _ := c.Dedicate() // Close releases it
 	done := dc.SetPubSubHooks(valkey.PubSubHooks{
-		OnMessage:      func(m valkey.PubSubMessage) { events.Message(m.Channel) },
+		OnMessage:      func(m valkey.PubSubMessage) { events.Message(m.Channel, m.Message) },
 		OnSubscription: func(s valkey.PubSubSubscription) { events.Reply(s.Kind, s.Channel) },
 	})
 	return rediscore.WatchHooks(pubsub{dc, d.slots}, done, events), nil

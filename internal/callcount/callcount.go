@@ -66,29 +66,60 @@ type Counter struct {
 	acquire, release, renew, renewEntries, inspect, force, subscribe, dequeue, handOff atomic.Int64
 }
 
-// Backend returns the Counter as a Client should be given it: a locker.HandOffer or a
-// locker.KindLocker (with counted HandOff and Dequeue) when the Locker it wraps is one, so that
-// the Client's hand-offs, RLock and WithFair work through it, and the Counter itself otherwise,
-// so that they are refused as the wrapped Locker would have them refused.
+// Backend returns the Counter as a Client should be given it: a locker.Granter, a
+// locker.HandOffer or a locker.KindLocker (with counted SubscribeAs, HandOff and Dequeue) when
+// the Locker it wraps is one, so that the Client's grants, hand-offs, RLock and WithFair work
+// through it, and the Counter itself otherwise, so that they are refused as the wrapped Locker
+// would have them refused.
 func (c *Counter) Backend() locker.Locker {
-	if h, ok := c.Locker.(locker.HandOffer); ok {
-		return handOffCounter{kindCounter{c, h}, h}
-	}
-	if k, ok := c.Locker.(locker.KindLocker); ok {
+	k, kinds := c.Locker.(locker.KindLocker)
+	g, grants := c.Locker.(locker.Granter)
+	h, hands := c.Locker.(locker.HandOffer)
+	switch {
+	case grants && hands:
+		return grantHandOffCounter{grantCounter{kindCounter{c, k}, g}, handOffs{c, h}}
+	case grants:
+		return grantCounter{kindCounter{c, k}, g}
+	case hands:
+		return handOffCounter{kindCounter{c, k}, handOffs{c, h}}
+	case kinds:
 		return kindCounter{c, k}
 	}
 	return c
 }
 
+// handOffs counts and makes the HandOff calls of a locker.HandOffer.
+type handOffs struct {
+	c *Counter
+	h locker.HandOffer
+}
+
+func (h handOffs) HandOff(ctx context.Context, req locker.HandOffRequest) (locker.HandOffResult, error) {
+	h.c.handOff.Add(1)
+	return h.h.HandOff(ctx, req)
+}
+
 // handOffCounter is a Counter of a locker.HandOffer.
 type handOffCounter struct {
 	kindCounter
-	handOffs locker.HandOffer
+	handOffs
 }
 
-func (h handOffCounter) HandOff(ctx context.Context, req locker.HandOffRequest) (locker.HandOffResult, error) {
-	h.handOff.Add(1)
-	return h.handOffs.HandOff(ctx, req)
+// grantCounter is a Counter of a locker.Granter; SubscribeAs counts as a Subscribe.
+type grantCounter struct {
+	kindCounter
+	grants locker.Granter
+}
+
+func (g grantCounter) SubscribeAs(ctx context.Context, key, owner string) (<-chan struct{}, func(), error) {
+	g.subscribe.Add(1)
+	return g.grants.SubscribeAs(ctx, key, owner)
+}
+
+// grantHandOffCounter is a Counter of a locker.Granter that is a locker.HandOffer too.
+type grantHandOffCounter struct {
+	grantCounter
+	handOffs
 }
 
 // kindCounter is a Counter of a locker.KindLocker.

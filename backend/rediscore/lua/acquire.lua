@@ -11,6 +11,8 @@
 --              'o' fair: respect the wait queue's order, 'q' the queue is passed
 -- ARGV[4]      with 'q': how long a refused request waits in the queue, in ms ('0': it does not)
 -- ARGV[5]      with 'q': the lock's notice channel (in the lock's cluster slot)
+-- ARGV[6]      with 'q': the lease in ms of a grant that a refused fresh exclusive request that
+--              waits asks for (locker.AcquireRequest.Grant; '0': none)
 -- A marker lives 20000 ms (locker.RequestWindow).
 -- Returns {holds, token}: the owner's hold count after the call, exclusive and shared together
 -- (>= 1), when acquired or re-entered, with the fencing token (0 without fencing; a shared hold
@@ -26,8 +28,11 @@
 -- admits it (lib.lua: admits); the owner's entry then leaves the queue, and when that lets readers
 -- at the head of the queue in, a notice wakes them. A refused request with a wait takes its
 -- place at the queue's tail (kind 'x' or 's' when fair, 'w' or 'r' when not), or keeps the one it
--- has and refreshes its deadline. Without 'q' (a plain exclusive request that does not wait)
--- the queue is not read: such a request passes it.
+-- has and refreshes its deadline; a fresh exclusive one may ask for a grant (ARGV[6]: lib.lua,
+-- grant). Without 'q' (a plain exclusive request that does not wait) the queue is not read:
+-- such a request passes it.
+-- A fresh owner that finds itself holding the key was granted it by a release (or this is its
+-- request sent again): the lease is reset and its grant record ends.
 -- A request sent again changes nothing: a fresh owner's is recognised by its hold (no marker is
 -- written: the common case costs nothing), another owner's by its marker. Either reports the
 -- first outcome while the hold is there; a request taken back (marker 0) is refused with {0, 0}.
@@ -82,7 +87,10 @@ if value then
     w, r = holdsOf(value)
   end
   if fresh then
-    redis.call('pexpire', lock, ARGV[2]) -- this very request, sent again
+    redis.call('pexpire', lock, ARGV[2]) -- this very request sent again, or a grant confirmed
+    if q then
+      dequeue(q, owner)
+    end
     return {w + r, latest}
   end
   if state == 'shared' and not shared then
@@ -137,7 +145,11 @@ if wait > 0 then
   if fair then
     kind = shared and 's' or 'x'
   end
-  enqueue(q, owner, kind, wait)
+  local grant = tonumber(ARGV[6] or '0')
+  if grant == 0 or shared or not fresh then
+    grant = nil
+  end
+  enqueue(q, owner, kind, wait, grant, fence ~= nil)
 end
 if state == 'free' then
   return {0, 0} -- free, but others are ahead in the queue

@@ -1,18 +1,37 @@
 -- Take an owner's entry out of a lock's wait queue (a waiter that gives up; lib.lua has the
 -- layout), and send a release notice when live entries were behind it: they may be let in now.
+-- When the entry is a grant record (a release granted the owner the key, and the owner did not
+-- confirm it) and the owner still holds the key exclusively, once, that hold is released as
+-- release.lua would: the key passes to the next in the queue.
 -- KEYS[1]  the lock's wait queue
+-- KEYS[2]  the lock
+-- KEYS[3]  the lock's fencing counter
 -- ARGV[1]  owner token
 -- ARGV[2]  the lock's notice channel (in the lock's cluster slot)
--- ARGV[3]  the lock's key (the notice's message)
 -- Returns 1 when the owner had a live entry, 0 otherwise (no entry is no error). Error NOTALOCK
--- when the key is not a queue: it is left as it is.
+-- when the key, the queue or the counter is not what the scripts write: nothing is written.
+local lock, owner, channel = KEYS[2], ARGV[1], ARGV[2]
+local state = lockState(lock)
+if type(state) == 'table' then
+  return state
+end
+local latest = counter(KEYS[3], 'fencing counter')
+if type(latest) == 'table' then
+  return latest
+end
 local q = loadQueue(KEYS[1])
 if q.err then
   return q
 end
-local live, behind = dequeue(q, ARGV[1])
+local live, behind, granted = dequeue(q, owner)
+if granted then
+  if state == 'exclusive' and redis.call('hget', lock, owner) == '1' then
+    free(lock, channel, q, KEYS[3], tonumber(latest) or 0)
+  end
+  return 1
+end
 if behind then
-  notify(ARGV[2], ARGV[3])
+  notify(channel, lock)
 end
 if live then
   return 1

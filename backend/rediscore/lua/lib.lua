@@ -16,9 +16,14 @@
 -- each "<ticket>:<kind>:<deadline>": kind 'x' a fair exclusive request, 's' a fair shared one,
 -- 'w' an exclusive request that is not fair (readers that come after it wait behind it), 'r' a
 -- shared one that is not fair (writers that come after it wait behind it), and the deadline in
--- milliseconds on the server's clock (TIME). Entries are in ticket order; an entry whose deadline
--- has passed is dead: ignored, and deleted when the script writes the queue. The queue's TTL is
--- kept at its latest deadline, so that a queue of dead entries vanishes by itself.
+-- milliseconds on the server's clock (TIME). An exclusive entry that asked for a grant
+-- (locker.AcquireRequest.Grant) ends in ":<lease>" (ms), and "f" when it wants a fencing token:
+-- the release that frees the key while it is at the head gives the key to its owner with that
+-- lease, and turns the entry into a grant record, kind 'g', whose deadline is the grant's
+-- lease; the owner's next acquire (or its Dequeue) ends it. Entries are in ticket order; an
+-- entry whose deadline has passed is dead: ignored, and deleted when the script writes the
+-- queue. The queue's TTL is kept at its latest deadline, so that a queue of dead entries
+-- vanishes by itself.
 local MARK = 'locker'
 local SHARED = 'locker:shared'
 -- wrongType reports whether a reply of redis.pcall is the error of a key of another type (any
@@ -103,9 +108,10 @@ local function notify(channel, lock)
   end
 end
 -- loadQueue reads the wait queue at key: a table {key, now (the server's clock in ms), exists,
--- entries (the live ones, in ticket order: {owner, ticket, kind, deadline}), dead (the owners of
--- dead entries)}, or an error reply (a table with err) when the key holds anything but a queue.
--- Like counter, it is asked before anything is written.
+-- entries (the live waiting ones, in ticket order: {owner, ticket, kind, deadline, grant (ms or
+-- nil), fence}), granted (the live grant records), dead (the owners of dead entries)}, or an
+-- error reply (a table with err) when the key holds anything but a queue. Like counter, it is
+-- asked before anything is written.
 local function loadQueue(key)
   local top = redis.pcall('hget', key, '')
   if wrongType(top) then
@@ -114,8 +120,9 @@ local function loadQueue(key)
   if type(top) == 'table' then
     return top
   end
+  local q = {key = key, exists = false, entries = {}, granted = {}, dead = {}}
   local t = redis.call('time')
-  local q = {key = key, now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), exists = false, entries = {}, dead = {}}
+  q.now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   if top == false then
     if redis.call('exists', key) == 1 then
       return redis.error_reply('NOTALOCK the wait queue of the key is a hash without its counter')
@@ -129,20 +136,34 @@ local function loadQueue(key)
   local fields = redis.call('hgetall', key)
   for i = 1, #fields, 2 do
     if fields[i] ~= '' then
-      local ticket, kind, deadline = fields[i + 1]:match('^(%d+):([xswr]):(%d+)$')
+      local ticket, kind, deadline, grant, fence = fields[i + 1]:match('^(%d+):([xswrg]):(%d+):?(%d*)(f?)$')
       if not ticket then
         return redis.error_reply('NOTALOCK the wait queue of the key has an entry that is not one')
       end
-      deadline = tonumber(deadline)
-      if deadline > q.now then
-        q.entries[#q.entries + 1] = {owner = fields[i], ticket = tonumber(ticket), kind = kind, deadline = deadline}
+      local e = {owner = fields[i], ticket = tonumber(ticket), kind = kind, deadline = tonumber(deadline),
+        grant = tonumber(grant), fence = fence == 'f'}
+      if e.deadline <= q.now then
+        q.dead[#q.dead + 1] = e.owner
+      elseif kind == 'g' then
+        q.granted[#q.granted + 1] = e
       else
-        q.dead[#q.dead + 1] = fields[i]
+        q.entries[#q.entries + 1] = e
       end
     end
   end
   table.sort(q.entries, function(a, b) return a.ticket < b.ticket end)
   return q
+end
+-- entryValue formats a queue entry.
+local function entryValue(e)
+  local v = string.format('%d:%s:%d', e.ticket, e.kind, e.deadline)
+  if e.grant and e.kind ~= 'g' then
+    v = v .. string.format(':%d', e.grant)
+    if e.fence then
+      v = v .. 'f'
+    end
+  end
+  return v
 end
 -- reader reports whether a queue entry is a reader's ('s' or 'r').
 local function reader(e)
@@ -172,15 +193,18 @@ end
 -- tidy writes what the script changed in q's entries: it deletes the dead entries and sets the
 -- queue's TTL to its latest deadline, or deletes the queue when no entry is live.
 local function tidy(q)
-  if #q.entries == 0 then
+  if #q.entries == 0 and #q.granted == 0 then
     if q.exists then
       redis.call('del', q.key)
+      q.exists = false
     end
     return
   end
   local last = 0
-  for _, e in ipairs(q.entries) do
-    last = math.max(last, e.deadline)
+  for _, list in ipairs({q.entries, q.granted}) do
+    for _, e in ipairs(list) do
+      last = math.max(last, e.deadline)
+    end
   end
   for _, owner in ipairs(q.dead) do
     redis.call('hdel', q.key, owner)
@@ -188,9 +212,22 @@ local function tidy(q)
   q.dead = {}
   redis.call('pexpire', q.key, string.format('%d', last - q.now))
 end
--- enqueue puts owner at the tail of q with kind for wait ms, or, when it has a live entry, keeps
--- its place (and kind) and sets its deadline to wait ms from now.
-local function enqueue(q, owner, kind, wait)
+-- forget takes owner's entry out of list (q.entries, q.granted or q.dead, whose items are owners)
+-- and reports its index, or nil when owner has none there. It writes nothing.
+local function forget(list, owner)
+  for i, e in ipairs(list) do
+    if e == owner or e.owner == owner then
+      table.remove(list, i)
+      return i
+    end
+  end
+  return nil
+end
+-- enqueue puts owner at the tail of q with kind for wait ms (asking for a grant with that lease
+-- in ms when grant is a number, and for a fencing token with it when fence), or, when it has a
+-- live entry, keeps its place (and kind) and sets its deadline to wait ms from now and its grant
+-- as asked. A grant record of owner's (a grant that lapsed) is replaced.
+local function enqueue(q, owner, kind, wait, grant, fence)
   local deadline = q.now + wait
   local entry
   for _, e in ipairs(q.entries) do
@@ -201,37 +238,61 @@ local function enqueue(q, owner, kind, wait)
   if entry then
     entry.deadline = deadline
   else
-    for i, dead in ipairs(q.dead) do
-      if dead == owner then
-        table.remove(q.dead, i) -- a dead entry of owner's: replaced, not deleted by tidy
-        break
-      end
-    end
+    forget(q.dead, owner) -- replaced, not deleted by tidy
+    forget(q.granted, owner)
     entry = {owner = owner, ticket = redis.call('hincrby', q.key, '', 1), kind = kind, deadline = deadline}
     q.entries[#q.entries + 1] = entry
     q.exists = true
   end
-  redis.call('hset', q.key, owner, string.format('%d:%s:%d', entry.ticket, entry.kind, deadline))
+  entry.grant, entry.fence = grant, fence
+  redis.call('hset', q.key, owner, entryValue(entry))
   tidy(q)
 end
--- dequeue takes owner's entry, live or dead, out of q and writes the queue. It returns whether
--- owner had a live entry, and whether live entries were behind it.
+-- dequeue takes owner's entry, live or dead, waiting or a grant record, out of q and writes the
+-- queue. It returns whether owner had a live waiting entry, whether live entries were behind it,
+-- and whether it had a live grant record.
 local function dequeue(q, owner)
-  for i, e in ipairs(q.entries) do
-    if e.owner == owner then
-      table.remove(q.entries, i)
-      redis.call('hdel', q.key, owner)
-      tidy(q)
-      return true, i <= #q.entries
-    end
+  local i = forget(q.entries, owner)
+  local granted = nil
+  if not i then
+    granted = forget(q.granted, owner)
   end
-  for i, dead in ipairs(q.dead) do
-    if dead == owner then
-      table.remove(q.dead, i)
-      redis.call('hdel', q.key, owner)
-      tidy(q)
-      return false, false
-    end
+  if i or granted or forget(q.dead, owner) then
+    redis.call('hdel', q.key, owner)
+    tidy(q)
   end
-  return false, false
+  return i ~= nil, i ~= nil and i <= #q.entries, granted ~= nil
+end
+-- grant gives the free lock to the head of q when the head asked for a grant: one exclusive hold
+-- of its owner with the lease it asked for (and a new fencing token, drawn after latest into the
+-- counter at fence, when it asked for one), and a grant record in place of its entry. It
+-- returns the owner, or nil when the head asked for none (or q is empty).
+local function grant(q, lock, fence, latest)
+  local head = q.entries[1]
+  if not head or not head.grant then
+    return nil
+  end
+  redis.call('hset', lock, '', MARK, head.owner, 1)
+  redis.call('pexpire', lock, head.grant)
+  if head.fence and fence then
+    drawToken(fence, latest)
+  end
+  table.remove(q.entries, 1)
+  head.kind, head.deadline = 'g', q.now + head.grant
+  q.granted[#q.granted + 1] = head
+  redis.call('hset', q.key, head.owner, entryValue(head))
+  tidy(q)
+  return head.owner
+end
+-- free deletes the lock, whose last hold was just removed, and sends a release notice; with q,
+-- it first grants the key to the head of the queue if it asked for that (grant: fence and latest
+-- as there), and the notice then names the owner: "<lock>\n<owner>".
+local function free(lock, channel, q, fence, latest)
+  redis.call('del', lock)
+  local to = q and grant(q, lock, fence, latest)
+  if to then
+    notify(channel, lock .. '\n' .. to)
+  else
+    notify(channel, lock)
+  end
 end

@@ -2,13 +2,15 @@
 -- no hold is left, delete it and send a release notice.
 -- KEYS[1]  the lock
 -- KEYS[2]  with a request ID: the marker of this call, or, for a take-back, of the acquire
+-- KEYS[2|3], KEYS[3|4]  with 'q': the lock's wait queue and its fencing counter
 -- ARGV[1]  owner token
 -- ARGV[2]  the lock's notice channel (in the lock's cluster slot)
 -- ARGV[3]  flags: 'm' the call has a request ID (KEYS[2]); 'u' a take-back: undo the acquire
 --          with this ID, if it took effect; 'n' the owner is fresh (locker.ReleaseRequest.Fresh:
 --          for a take-back, that acquire wrote no marker; for a release, no marker is needed
 --          when no hold of the owner's is left); 's' the hold to release is a shared one (else
---          exclusive)
+--          exclusive); 'q' the queue and the counter are passed: a release that frees the
+--          key grants it to the head of the queue if it asked for that (lib.lua: grant)
 -- A marker lives 20000 ms (locker.RequestWindow).
 -- Returns the owner's holds left, exclusive and shared together (>= 0), or -1 when there is
 -- nothing to release: the owner holds no hold of that kind on the key, or (take-back) the
@@ -27,6 +29,11 @@
 local lock, owner = KEYS[1], ARGV[1]
 local flags = ARGV[3]
 local marker = flags:find('m', 1, true) and KEYS[2]
+local queue, fence
+if flags:find('q', 1, true) then
+  local n = marker and 3 or 2
+  queue, fence = KEYS[n], KEYS[n + 1]
+end
 local undo = marker and flags:find('u', 1, true)
 local fresh = flags:find('n', 1, true)
 local shared = flags:find('s', 1, true)
@@ -38,6 +45,15 @@ end
 local done = marker and counter(marker, 'request marker')
 if type(done) == 'table' then
   return done
+end
+local latest = fence and counter(fence, 'fencing counter')
+if type(latest) == 'table' then
+  return latest
+end
+latest = tonumber(latest) or 0
+local q = queue and loadQueue(queue)
+if q and q.err then
+  return q
 end
 if marker then
   if undo then
@@ -98,6 +114,5 @@ else
     return 0 -- other readers hold the key
   end
 end
-redis.call('del', lock)
-notify(ARGV[2], lock)
+free(lock, ARGV[2], q, fence, latest)
 return 0
