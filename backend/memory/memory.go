@@ -260,8 +260,13 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 		}
 	}
 	left := e.total(req.Owner)
-	if !undo && (left > 0 || !req.Fresh) {
-		b.remember(req.Key, req.ID, left, now) // a fresh owner's last release is not: see ReleaseRequest.Fresh
+	switch {
+	case undo:
+	case left > 0 || !req.Fresh:
+		b.remember(req.Key, req.ID, left, now)
+	case req.ReplyWindow > 0:
+		// A fresh owner's last release, only while its reply may be read: see ReleaseRequest.
+		b.rememberFor(req.Key, req.ID, 0, now, req.ReplyWindow)
 	}
 	if e.owner == "" && len(e.shared) == 0 {
 		delete(b.locks, req.Key)
@@ -419,13 +424,21 @@ func (b *Backend) marker(key, id string, now time.Time) (int, bool) {
 // remember records the outcome of request id on key for locker.RequestWindow; an empty id is
 // not recorded. Expired records are swept once the map has doubled since the last sweep.
 func (b *Backend) remember(key, id string, holds int, now time.Time) {
+	b.rememberFor(key, id, holds, now, locker.RequestWindow)
+}
+
+// rememberFor is remember for life, rounded up to whole milliseconds.
+func (b *Backend) rememberFor(key, id string, holds int, now time.Time, life time.Duration) {
 	if id == "" {
 		return
 	}
 	if b.requests == nil {
 		b.requests = make(map[requestID]outcome)
 	}
-	b.requests[requestID{key, id}] = outcome{holds, now.Add(locker.RequestWindow)}
+	if r := life % time.Millisecond; r != 0 {
+		life += time.Millisecond - r
+	}
+	b.requests[requestID{key, id}] = outcome{holds, now.Add(life)}
 	sweepExpired(b.requests, &b.sweptRequests, now, func(o outcome) time.Time { return o.expires })
 }
 

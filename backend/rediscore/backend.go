@@ -117,9 +117,9 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 }
 
 // Release implements locker.Locker with release.lua: with req.ID, the marker at MarkerKey
-// remembers the outcome (none when req.Fresh and no hold of the owner's is left, but with
-// WithReplicaAck), or, with
-// req.Undo, that the acquire with that ID was taken back. With
+// remembers the outcome (when req.Fresh and no hold of the owner's is left: for
+// req.ReplyWindow, or not at all when it is 0; but with WithReplicaAck always for
+// locker.RequestWindow), or, with req.Undo, that the acquire with that ID was taken back. With
 // WithReplicaAck, a release that too few replicas acknowledged returns an error wrapping
 // locker.ErrUnavailable and ErrNotReplicated, although the master released.
 func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
@@ -148,7 +148,7 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 
 // releaseCall returns the keys and arguments of release.lua for req.
 func releaseCall(req locker.ReleaseRequest) (keys, args []string) {
-	buf := make([]string, 5) // keys and args in one allocation: at most 2 keys, then 3 args
+	buf := make([]string, 6) // keys and args in one allocation: at most 2 keys, then 4 args
 	keys = buf[:1:2]
 	keys[0] = req.Key
 	var channel string
@@ -160,7 +160,11 @@ func releaseCall(req locker.ReleaseRequest) (keys, args []string) {
 		channel = Channel(req.Key)
 	}
 	undo := req.Undo && req.ID != ""
-	return keys, append(buf[2:2], req.Owner, channel, releaseFlags.of(req.ID != "", undo, req.Fresh, req.Shared))
+	args = append(buf[2:2], req.Owner, channel, releaseFlags.of(req.ID != "", undo, req.Fresh, req.Shared))
+	if req.Fresh && !undo && req.ID != "" && req.ReplyWindow > 0 {
+		args = append(args, formatMillis(req.ReplyWindow, &lastWindow))
+	}
+	return keys, args
 }
 
 // A flagSet is the scripts' flags argument for every combination of its letters, made once, so
@@ -393,8 +397,9 @@ var scriptErrors = map[string]error{"NOTALOCK": locker.ErrNotALock, "NOTHELD": l
 // TTLs, so the latest result is kept: the hot path formats nothing.
 func millis(d time.Duration) string { return formatMillis(d, &lastMillis) }
 
-// formatMillis is millis with the latest result kept in last (one for TTLs, one for waits, so
-// that neither pushes the other out).
+// formatMillis is millis with the latest result kept in last (one for TTLs, one for waits, one
+// for reply windows, so that none pushes the others out: the Client's windows are whole
+// milliseconds, mostly its WithUnlockTimeout).
 func formatMillis(d time.Duration, last *atomic.Pointer[formatted]) string {
 	if l := last.Load(); l != nil && l.d == d {
 		return l.s
@@ -414,4 +419,4 @@ type formatted struct {
 	s string
 }
 
-var lastMillis, lastWait atomic.Pointer[formatted]
+var lastMillis, lastWait, lastWindow atomic.Pointer[formatted]
