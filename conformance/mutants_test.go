@@ -35,6 +35,8 @@ var mutants = []struct {
 	{"request-id-ignored", "Model"}, // a release sent again removes a second hold
 	{"request-id-ignored", "Client/LostAcquireReply"},
 	{"request-id-ignored", "Client/LostReleaseReply"},
+	{"reply-window-ignored", "Model"}, // a fresh owner's last release is never remembered
+	{"reply-window-ignored", "Client/LostReleaseReply"},
 	{"undo-ignored", "Model"},                 // a take-back does nothing
 	{"undo-ignored", "Client/NoOrphanedHold"}, // a cancelled Lock leaves its hold for a TTL
 	{"fence-per-acquire", "Model"},            // re-entry draws a new fencing token
@@ -430,8 +432,8 @@ func (m *mutant) Release(ctx context.Context, req locker.ReleaseRequest) (int, e
 		}
 	}
 	left := l.total(owner)
-	if !req.Undo && (left > 0 || !req.Fresh) {
-		m.remember(key, req.ID, left)
+	if !req.Undo && (left > 0 || !req.Fresh || (req.ReplyWindow > 0 && m.bug != "reply-window-ignored")) {
+		m.remember(key, req.ID, left) // for ever: longer than any window
 	}
 	if l.owner == "" && len(l.shared) == 0 {
 		delete(m.locks, key)
