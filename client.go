@@ -474,6 +474,7 @@ func (c *Client) undo(req ReleaseRequest) {
 func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedError, retries int) (*Lease, error) {
 	var (
 		notices  <-chan struct{}
+		grants   <-chan string // notices that may tell of a grant to r's owner (Granter)
 		listened bool
 		logged   bool   // a failed subscription was logged
 		subOwner string // the owner a subscription that reads grants is for
@@ -489,7 +490,7 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 	for {
 		if listened && unsub != nil && subOwner != r.owner {
 			unsub() // the owner changed (attempt): grants to the new one must wake us
-			notices, unsub, listened = nil, nil, false
+			notices, grants, unsub, listened = nil, nil, nil, false
 		}
 		if refused == nil {
 			l, ref, err := c.attempt(ctx, r)
@@ -518,9 +519,9 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 			// again at once: a release between the refusal and the subscription sent no notice
 			// to us. A backend without notices (or a failed subscription) leaves timers only.
 			listened = true
-			ch, cancel, err := c.subscribe(ctx, r)
+			plain, granted, cancel, err := c.subscribe(ctx, r)
 			if err == nil {
-				notices, unsub, subOwner = ch, cancel, r.owner
+				notices, grants, unsub, subOwner = plain, granted, cancel, r.owner
 				refused = nil
 				continue
 			}
@@ -543,28 +544,19 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 		if r.wait > 0 {
 			backoff = min(backoff, r.wait/3) // refresh the queue entry well before it ends
 		}
-		if _, err := w.wait(ctx, backoff, notices); err != nil {
+		_, grant, err := w.wait(ctx, backoff, notices, grants)
+		if err != nil {
 			if unavailable != nil {
 				return nil, fmt.Errorf("%w; the backend was unavailable: %w", &NotObtainedError{Key: r.key, Err: err}, unavailable)
 			}
 			refused.Err = err
 			return nil, refused // obtain says ErrClosed when Close ended ctx
 		}
+		if l := c.takeGrant(ctx, r, grant); l != nil {
+			return l, nil
+		}
 		refused = nil
 	}
-}
-
-// maxGrantLease bounds the lease of a grant (AcquireRequest.Grant): a waiter that dies or stalls
-// before it takes the key a release granted it holds everyone up for at most this long.
-const maxGrantLease = 2 * time.Second
-
-// subscribe listens for the release notices of r's key: on a Granter, for r's owner when r may
-// be granted the key (those of grants to others do not wake it).
-func (c *Client) subscribe(ctx context.Context, r *request) (<-chan struct{}, func(), error) {
-	if g, ok := c.backend.(Granter); ok && r.grant > 0 {
-		return g.SubscribeAs(ctx, r.full, r.owner)
-	}
-	return c.backend.Subscribe(ctx, r.full)
 }
 
 // loseReentry ends the leases of r's hold that the backend showed gone (those registered before

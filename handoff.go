@@ -73,12 +73,12 @@ func (c *Client) handOff(ctx context.Context, l *Lease, g *gift) error {
 	case <-g.ready:
 	case <-ctx.Done():
 		if c.withdraw(l.turn, g) {
-			return c.release(ctx, l.fullKey, l.owner, false) // ctx ended: it says so
+			return c.release(ctx, l.fullKey, l.owner, false, l.fresh) // ctx ended: it says so
 		}
 		<-g.ready // claimed meanwhile: the taker is about to close it
 	}
 	if g.to == "" {
-		return c.release(ctx, l.fullKey, l.owner, false)
+		return c.release(ctx, l.fullKey, l.owner, false, l.fresh)
 	}
 	req := HandOffRequest{Key: l.fullKey, From: l.owner, To: g.to, TTL: g.ttl}
 	var (
@@ -120,7 +120,7 @@ func (c *Client) claimHandOff(ctx context.Context, r *request) *Lease {
 	}
 	var l *Lease
 	if r.fresh && !r.reentry && !r.pending && r.cfg.renew && !r.cfg.fence {
-		l = c.registerHandOff(ctx, r, g)
+		l = c.registerPending(ctx, r, g, false)
 	}
 	if l == nil {
 		close(g.ready) // declined
@@ -136,14 +136,19 @@ func (c *Client) claimHandOff(ctx context.Context, r *request) *Lease {
 	return l
 }
 
-// registerHandOff records the hold that g gives r's owner, pending until the HandOff is
-// confirmed, and returns its Lease; nil once the Client is closed.
-func (c *Client) registerHandOff(ctx context.Context, r *request, g *gift) *Lease {
+// registerPending records the hold that g gives r's owner, pending until the backend confirms
+// it (a HandOff, or the Acquire that takes a grant: grant.go), and returns its Lease; nil once
+// the Client is closed. With background, Close waits for a goroutine that the caller starts
+// (it calls c.undos.Done).
+func (c *Client) registerPending(ctx context.Context, r *request, g *gift, background bool) *Lease {
 	l := c.newLease(ctx, r, Acquisition{Holds: 1}, time.Now())
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil
+	}
+	if background {
+		c.undos.Add(1)
 	}
 	h := &l.own // a new hold lives in its first lease's allocation
 	h.id, h.validUntil, h.renewAt, h.gift = holdID{r.full, r.owner}, g.validUntil, g.validUntil, g
@@ -176,7 +181,7 @@ func (c *Client) settle(full string, g *gift, res HandOffResult, err error, sent
 	default:
 		h.renewAt = time.Now()
 	}
-	if err != nil || res.Queued > 0 {
+	if (err != nil || res.Queued > 0) && g.turn != nil {
 		c.turnMu.Lock()
 		g.turn.yield = true
 		c.turnMu.Unlock()

@@ -188,7 +188,7 @@ func (l *Lease) Unlock() error {
 		err = l.client.handOff(ctx, l, g)
 	} else {
 		l.client.forget(l)
-		err = l.client.release(ctx, l.fullKey, l.owner, l.shared)
+		err = l.client.release(ctx, l.fullKey, l.owner, l.shared, l.fresh)
 		l.passTurn() // after the release: the next local waiter tries at once
 	}
 	timedOut := ctx.Err() != nil
@@ -228,12 +228,32 @@ func (l *Lease) passTurn() {
 const releaseAttempts = 3
 
 // release removes one hold of owner on full (a shared one when shared), sending the request
-// again with the same ID while the backend is unavailable. It never sets ReleaseRequest.Fresh:
-// a driver may send a release again unseen (go-redis after a network error), and only the
-// request's marker then tells that the first send released the hold.
-func (c *Client) release(ctx context.Context, full, owner string, shared bool) error {
+// again with the same ID while the backend is unavailable; ctx is Unlock's, whose deadline
+// bounds every send and every wait for a reply. A driver may send a release again unseen
+// (go-redis after a network error), and only the request's marker then tells that the first
+// send released the hold. For a fresh owner (fresh), the marker of its last release need only
+// live while a reply may be read: ReleaseRequest.ReplyWindow is the time left until ctx's
+// deadline, measured before the first send (the server starts the marker's life later).
+func (c *Client) release(ctx context.Context, full, owner string, shared, fresh bool) error {
 	req := ReleaseRequest{Key: full, Owner: owner, ID: c.ids.next(), Shared: shared}
+	if fresh {
+		req.Fresh, req.ReplyWindow = true, replyWindow(ctx)
+	}
 	return c.releaseWhileUnavailable(ctx, req, releaseAttempts, nil)
+}
+
+// replyWindow is the time left until ctx's deadline, rounded up to whole milliseconds, at least
+// one and at most RequestWindow (as long as any marker: also when ctx has no deadline).
+func replyWindow(ctx context.Context) time.Duration {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return RequestWindow
+	}
+	left := time.Until(d)
+	if r := left % time.Millisecond; r > 0 {
+		left += time.Millisecond - r
+	}
+	return min(max(left, time.Millisecond), RequestWindow)
 }
 
 // releaseWhileUnavailable sends req while the backend is unavailable, as whileUnavailable says.

@@ -180,14 +180,16 @@ type HandOffRequest struct {
 
 // Granter is implemented by a [KindLocker] whose releases can grant the key to the first waiter
 // of its queue (AcquireRequest.Grant), so that a hand-off between Clients wakes only the next
-// owner and costs it one round trip. All backends of this module but backend/quorum implement
-// it.
+// owner, who can start at once. All backends of this module but backend/quorum implement it.
 type Granter interface {
 	KindLocker
-	// SubscribeAs is Subscribe for a waiter whose owner token is owner: the notice of a release
-	// that granted key to another owner is not sent on notices (one that granted it to owner,
-	// or granted nothing, is).
-	SubscribeAs(ctx context.Context, key, owner string) (notices <-chan struct{}, cancel func(), err error)
+	// SubscribeAs is Subscribe for a waiter whose owner token is owner. notices receives ""
+	// for a notice that grants nothing, and for the notice of a release that granted key to
+	// owner, the ID of the request that last queued owner (AcquireRequest.ID): the grant came
+	// after that request reached the backend, so its lease ends at least Grant after that
+	// request was sent. The notice of a grant to another owner is not sent. Sends never block:
+	// a notice pending absorbs one that grants nothing, and a grant replaces a notice pending.
+	SubscribeAs(ctx context.Context, key, owner string) (notices <-chan string, cancel func(), err error)
 }
 
 // FenceRaiser is implemented by a Locker that can raise a key's fencing counter. A backend made
@@ -273,7 +275,7 @@ type AcquireRequest struct {
 	// and Wait leaves ask for a grant: a release (or Dequeue) that frees the key while the entry
 	// is at the head of the queue gives Owner one exclusive hold with a lease of Grant (with
 	// Fence, a new fencing token) instead of leaving the key free, and its notice wakes only
-	// Owner's subscription (Granter.SubscribeAs). Owner takes it with its next Acquire (Fresh: it
+	// Owner's subscription, with ID (Granter.SubscribeAs). Owner takes it with its next Acquire (Fresh: it
 	// finds itself holding the key, and the lease is reset to TTL), or gives it back with
 	// Dequeue; untaken, it ends with its lease. Only a Granter honours it. Default 0: no grant.
 	Grant time.Duration
@@ -287,7 +289,7 @@ type ReleaseRequest struct {
 	// ID, when not empty, names this call so that it takes effect at most once, as
 	// AcquireRequest.ID does: a release sent again (its reply was lost) never removes a second
 	// hold, and reports the first call's remaining count (with Fresh, when that count was 0:
-	// an error wrapping ErrNotHeld). Default "".
+	// within ReplyWindow, then an error wrapping ErrNotHeld). Default "".
 	ID string
 
 	// Undo, when set, makes this a take-back: ID is then the ID of an earlier Acquire of Owner
@@ -303,14 +305,27 @@ type ReleaseRequest struct {
 	// before the Acquire that gave it its first hold, and never takes a new lock on Key once its
 	// holds are gone (the Client's random tokens: a re-entry never takes a new lock). With Undo,
 	// it is the Fresh of the Acquire taken back. Without Undo, a release that removes Owner's
-	// last hold then need not remember its ID (on Redis: no marker key): sent again, it finds
-	// Owner holding nothing, changes nothing and returns an error wrapping ErrNotHeld (a backend
-	// that remembers it anyway reports the first outcome, 0, as for any ID). A release that
-	// leaves Owner holds (of a re-entered or shared lock) is remembered as any other. The Client
-	// sets it only where it ignores the answer (take-backs, and giving back a hold it will not
-	// hand out), never on Unlock's release: a driver may send a release again unseen, and an
-	// Unlock could not tell that ErrNotHeld from a hold forced away. Default false.
+	// last hold then need not remember its ID beyond ReplyWindow (0: not at all; on Redis: no
+	// marker key): sent again later, it finds Owner holding nothing, changes nothing and returns
+	// an error wrapping ErrNotHeld (a backend that remembers it anyway reports the first outcome,
+	// 0, as for any ID). A release that leaves Owner holds (of a re-entered or shared lock) is
+	// remembered as any other. The Client sets it where it ignores the answer (take-backs, and
+	// giving back a hold it will not hand out), and on the release of an Unlock of a lease with a
+	// fresh owner (a plain Lock's, not a re-entry's), together with ReplyWindow: a driver may
+	// send that release again unseen while the Unlock waits for its reply, and without a marker
+	// the Unlock could not tell that ErrNotHeld from a hold forced away. Default false.
 	Fresh bool
+
+	// ReplyWindow, with Fresh and an ID and without Undo, is how long the backend remembers the
+	// ID of a release that removes Owner's last hold: a copy sent again within it reports the
+	// first outcome (0), a later one finds Owner holding nothing and returns an error wrapping
+	// ErrNotHeld (it changes nothing either way). It bounds how long anyone can still read the
+	// reply: the Client sets it to the time left until its Unlock's deadline (WithUnlockTimeout,
+	// at most RequestWindow), measured before sending, so that the marker outlives the call. A
+	// release that leaves Owner holds, a take-back, and a release without Fresh are remembered
+	// for RequestWindow whatever it says. Backends round it up to whole milliseconds. Default 0:
+	// such a release is not remembered at all (Fresh alone).
+	ReplyWindow time.Duration
 
 	// Shared says that the hold to release is a shared one (AcquireRequest.Shared): an owner
 	// holding a key exclusively may also have shared holds on it. Default false.
@@ -319,10 +334,12 @@ type ReleaseRequest struct {
 
 // RequestWindow is how long a backend remembers a request ID (AcquireRequest.ID,
 // ReleaseRequest.ID): a call sent again later than this after the first may take effect twice.
-// The Client retries a call with the same ID only within half of it. On Redis, every release of
-// the Client's (see ReleaseRequest.Fresh), a re-entry and a take-back each leave a small marker
-// key (about 100 bytes, at most 200 whatever the key's length) that lives this long; a plain
-// Lock leaves none, nor does a local hand-off (HandOffer).
+// The Client retries a call with the same ID only within half of it. On Redis, a re-entry, a
+// release that leaves its owner holds, and a take-back each leave a small marker key (about 100
+// bytes, at most 200 whatever the key's length) that lives this long. The Unlock of a plain Lock
+// leaves one that lives only until that Unlock's deadline (at most WithUnlockTimeout, default
+// 5 s: see ReleaseRequest.ReplyWindow); a plain Lock leaves none, nor does a local hand-off
+// (HandOffer).
 const RequestWindow = 20 * time.Second
 
 // Renewal is one entry of a [Locker.Renew] batch: reset the lease of Key to TTL if Owner still

@@ -78,7 +78,7 @@ func (c *Client) takeTurn(ctx context.Context, r *request, t *turn) (int, error)
 		if !ok {
 			return retries, &NotObtainedError{Key: r.key}
 		}
-		woken, err := w.wait(ctx, backoff, t.token)
+		woken, _, err := w.wait(ctx, backoff, t.token, nil)
 		if woken {
 			return retries, nil
 		}
@@ -92,8 +92,9 @@ func (c *Client) takeTurn(ctx context.Context, r *request, t *turn) (int, error)
 // its next try, or the end of its ctx, which also ends at Close (see callSet).
 type waiter struct{ timer *time.Timer }
 
-// wait waits for a value on wake (then woken), for d, or for ctx to end (then err).
-func (w *waiter) wait(ctx context.Context, d time.Duration, wake <-chan struct{}) (woken bool, err error) {
+// wait waits for a value on wake or on grants (then woken, with the value of grants), for d,
+// or for ctx to end (then err). A nil channel is never ready.
+func (w *waiter) wait(ctx context.Context, d time.Duration, wake <-chan struct{}, grants <-chan string) (woken bool, grant string, err error) {
 	if w.timer == nil {
 		w.timer = time.NewTimer(max(d, 0))
 	} else {
@@ -101,11 +102,13 @@ func (w *waiter) wait(ctx context.Context, d time.Duration, wake <-chan struct{}
 	}
 	select {
 	case <-wake:
-		return true, nil
+		return true, "", nil
+	case grant = <-grants:
+		return true, grant, nil
 	case <-w.timer.C:
-		return false, nil
+		return false, "", nil
 	case <-ctx.Done():
-		return false, ctx.Err()
+		return false, "", ctx.Err()
 	}
 }
 

@@ -200,9 +200,10 @@ func TestCompanionsOfOthers(t *testing.T) {
 	}
 }
 
-// Issue 12, item 7: the request markers of a 64 KiB key (those of a re-entry and of the Unlock
-// that leaves the outer hold; a plain Lock+Unlock leaves none), and its fencing counter, are
-// small (the README: about 150 bytes), on every driver.
+// Issue 12, item 7: the request markers of a 64 KiB key (those of a re-entry, of the Unlock
+// that leaves the outer hold, and of the last Unlock, which lives only until that Unlock's
+// deadline; a plain Lock leaves none), and its fencing counter, are small (the README: about
+// 150 bytes), on every driver.
 func TestLongKeysCompanionsAreSmall(t *testing.T) {
 	srv := redistest.StartServer(t)
 	forEachDriver(t, func(t *testing.T, d driver) {

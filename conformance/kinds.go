@@ -37,6 +37,7 @@ func (s *suite) kinds(t *testing.T) {
 		{"FairTryLock", fairTryLock},
 		{"SharedFencing", sharedFencing},
 		{"SharedRequestIDs", sharedRequestIDs},
+		{"Grants", grants},
 	}
 	for _, p := range props {
 		t.Run(p.name, func(t *testing.T) { s.inCase(t, p.body) })

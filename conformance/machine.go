@@ -255,10 +255,10 @@ func (s *suite) machine(rt *rapid.T) {
 		},
 		"ReleaseAgain": func(t *rapid.T) {
 			// A Release sent again reports the first outcome and changes nothing. A fresh
-			// owner's release of its last hold need not be remembered: it may find the owner
-			// holding nothing and report ErrNotHeld (a fresh owner never holds the key again;
-			// only a fresh Acquire sent again after its release, which the Client never sends,
-			// gives it a new lock: such a run is skipped).
+			// owner's release of its last hold need be remembered only for its ReplyWindow:
+			// later it may find the owner holding nothing and report ErrNotHeld (a fresh owner
+			// never holds the key again; only a fresh Acquire sent again after its release,
+			// which the Client never sends, gives it a new lock: such a run is skipped).
 			if len(released) == 0 {
 				t.Skip("no Release with an ID yet")
 			}
@@ -269,6 +269,10 @@ func (s *suite) machine(rt *rapid.T) {
 					t.Skip("the fresh owner holds the key again")
 				}
 				n, err := b.Release(ctx, r.release)
+				t1 := time.Now()
+				if t1.Add(m.slack).Before(r.sent.Add(r.release.ReplyWindow)) && (err != nil || n != 0) {
+					t.Fatalf("Release again(%+v) %v after the first = %d, %v; a fresh owner's last release within its ReplyWindow: want the first outcome, 0, and no change", r.release, t1.Sub(r.sent), n, err)
+				}
 				if !errors.Is(err, locker.ErrNotHeld) && (err != nil || n != 0) {
 					t.Fatalf("Release again(%+v) = %d, %v; a fresh owner's last release: want ErrNotHeld (or the first outcome, 0), and no change", r.release, n, err)
 				}
@@ -283,6 +287,15 @@ func (s *suite) machine(rt *rapid.T) {
 			req := locker.ReleaseRequest{Key: drawKey(t), Owner: drawOwner(t), ID: newID(t)}
 			key, owner := req.Key, req.Owner
 			req.Fresh = freshLock[key] == owner && rapid.Bool().Draw(t, "fresh")
+			if req.Fresh {
+				// None (0), one that may end during the run, or one that outlives it.
+				switch rapid.IntRange(0, 2).Draw(t, "reply window") {
+				case 1:
+					req.ReplyWindow = drawTTL(t)
+				case 2:
+					req.ReplyWindow = time.Hour
+				}
+			}
 			t0 := time.Now()
 			n, err := b.Release(ctx, req)
 			t1 := time.Now()
@@ -308,7 +321,7 @@ func (s *suite) machine(rt *rapid.T) {
 				l.holds = n // the lease is left as it was
 			}
 			if err == nil && req.ID != "" {
-				released = append(released, &modelRequest{release: req, holds: n})
+				released = append(released, &modelRequest{release: req, holds: n, sent: t0})
 			}
 		},
 		"Renew": func(t *rapid.T) {

@@ -24,7 +24,8 @@ type modelRequest struct {
 	acquire locker.AcquireRequest
 	release locker.ReleaseRequest
 	holds   int
-	undone  bool // the Acquire was taken back
+	undone  bool      // the Acquire was taken back
+	sent    time.Time // when the Release was first sent
 }
 
 type modelLock struct {

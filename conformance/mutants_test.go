@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/internal/notify"
 )
 
 // The suite must catch the bugs of the documents this project grew from (and a few more). Each
@@ -35,6 +36,8 @@ var mutants = []struct {
 	{"request-id-ignored", "Model"}, // a release sent again removes a second hold
 	{"request-id-ignored", "Client/LostAcquireReply"},
 	{"request-id-ignored", "Client/LostReleaseReply"},
+	{"reply-window-ignored", "Model"}, // a fresh owner's last release is never remembered
+	{"reply-window-ignored", "Client/LostReleaseReply"},
 	{"undo-ignored", "Model"},                 // a take-back does nothing
 	{"undo-ignored", "Client/NoOrphanedHold"}, // a cancelled Lock leaves its hold for a TTL
 	{"fence-per-acquire", "Model"},            // re-entry draws a new fencing token
@@ -67,8 +70,8 @@ var mutants = []struct {
 	{"queue-never-expires", "Kinds/DeadWriter"},
 	{"shared-advances-fence", "Kinds/Model"}, // readers draw fencing tokens
 	{"shared-advances-fence", "Kinds/SharedFencing"},
-	{"grant-keeps-fence", "Kinds/Model"},     // a grant gives the waiter the old writer's token
-	{"grant-kept-on-dequeue", "Kinds/Model"}, // a waiter that gives up keeps the key it was granted
+	{"grant-keeps-fence", "Kinds/Grants"},     // a grant gives the waiter the old writer's token
+	{"grant-kept-on-dequeue", "Kinds/Grants"}, // a waiter that gives up keeps the key it was granted
 }
 
 const mutantEnv = "CONFORMANCE_MUTANT"
@@ -143,7 +146,7 @@ type mutant struct {
 	mu      sync.Mutex
 	locks   map[string]*mutantLock
 	queues  map[string][]mutantEntry
-	subs    map[string]map[chan struct{}]bool
+	subs    map[string]map[*notify.Waiter]struct{}
 	fences  map[string]uint64
 	markers map[string]int                  // key + " " + request ID -> outcome (never forgotten: a test is short)
 	foreign map[string]string               // keys that hold something else than a lock (Factory.Foreign)
@@ -167,6 +170,7 @@ type mutantEntry struct {
 	deadline time.Time
 	grant    time.Duration // the lease of the grant it asks for (Granter); 0: none
 	fence    bool
+	id       string // the request that last queued it
 }
 
 func (e mutantEntry) reader() bool { return e.kind == 's' || e.kind == 'r' }
@@ -184,7 +188,7 @@ func (l *mutantLock) total(owner string) int {
 
 func newMutant(bug string) *mutant {
 	return &mutant{bug: bug, locks: map[string]*mutantLock{}, queues: map[string][]mutantEntry{},
-		subs: map[string]map[chan struct{}]bool{}, fences: map[string]uint64{}, markers: map[string]int{},
+		subs: map[string]map[*notify.Waiter]struct{}{}, fences: map[string]uint64{}, markers: map[string]int{},
 		foreign: map[string]string{}, records: map[string]map[string]time.Time{}}
 }
 
@@ -279,7 +283,7 @@ func (m *mutant) enqueue(req locker.AcquireRequest) {
 	}
 	for i := range q {
 		if q[i].owner == req.Owner {
-			q[i].deadline, q[i].grant, q[i].fence = deadline, grant, req.Fence
+			q[i].deadline, q[i].grant, q[i].fence, q[i].id = deadline, grant, req.Fence, req.ID
 			return
 		}
 	}
@@ -293,7 +297,7 @@ func (m *mutant) enqueue(req locker.AcquireRequest) {
 		kind = 'x'
 	}
 	delete(m.records[req.Key], req.Owner)
-	m.queues[req.Key] = append(q, mutantEntry{req.Owner, kind, deadline, grant, req.Fence})
+	m.queues[req.Key] = append(q, mutantEntry{req.Owner, kind, deadline, grant, req.Fence, req.ID})
 }
 
 // free follows the end of the last hold on key: the head of the queue is granted it if it
@@ -311,6 +315,8 @@ func (m *mutant) free(key string) {
 			m.records[key] = map[string]time.Time{}
 		}
 		m.records[key][head.owner] = time.Now().Add(ceilMillis(head.grant))
+		m.notifyAs(key, head.owner, head.id)
+		return
 	}
 	m.notify(key)
 }
@@ -471,8 +477,8 @@ func (m *mutant) Release(ctx context.Context, req locker.ReleaseRequest) (int, e
 		}
 	}
 	left := l.total(owner)
-	if !req.Undo && (left > 0 || !req.Fresh) {
-		m.remember(key, req.ID, left)
+	if !req.Undo && (left > 0 || !req.Fresh || (req.ReplyWindow > 0 && m.bug != "reply-window-ignored")) {
+		m.remember(key, req.ID, left) // for ever: longer than any window
 	}
 	if l.owner == "" && len(l.shared) == 0 {
 		delete(m.locks, key)
@@ -604,32 +610,38 @@ func (m *mutant) Dequeue(ctx context.Context, key, owner string) error {
 
 var _ locker.Granter = (*mutant)(nil)
 
-// SubscribeAs is Subscribe: every notice wakes every subscriber, which a waiter must bear.
-func (m *mutant) SubscribeAs(ctx context.Context, key, _ string) (<-chan struct{}, func(), error) {
-	return m.Subscribe(ctx, key)
+func (m *mutant) SubscribeAs(ctx context.Context, key, owner string) (<-chan string, func(), error) {
+	w := notify.NewOwner(owner)
+	return w.Granted, m.join(key, w), nil
 }
 
 func (m *mutant) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	w := notify.NewPlain()
+	return w.Plain, m.join(key, w), nil
+}
+
+// join adds the subscription w of key and returns its cancel function.
+func (m *mutant) join(key string, w *notify.Waiter) func() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ch := make(chan struct{}, 1)
 	if m.subs[key] == nil {
-		m.subs[key] = map[chan struct{}]bool{}
+		m.subs[key] = map[*notify.Waiter]struct{}{}
 	}
-	m.subs[key][ch] = true
-	return ch, func() {
+	m.subs[key][w] = struct{}{}
+	return func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		delete(m.subs[key], ch)
-	}, nil
+		delete(m.subs[key], w)
+	}
 }
 
 // notify wakes the subscribers of key. m.mu is held.
-func (m *mutant) notify(key string) {
-	for ch := range m.subs[key] {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+func (m *mutant) notify(key string) { m.notifyAs(key, "", "") }
+
+// notifyAs sends the notice of a grant to grantee with request ID id ("", "": none) to the
+// subscribers of key. m.mu is held.
+func (m *mutant) notifyAs(key, grantee, id string) {
+	for w := range m.subs[key] {
+		w.Notify(grantee, id)
 	}
 }

@@ -30,6 +30,9 @@ type probe struct {
 
 func newProbe(b locker.Locker) *probe {
 	f := &faults{Locker: b}
+	if _, ok := b.(locker.Granter); ok {
+		return &probe{Counter: callcount.Count(grantFaults{f}), faults: f}
+	}
 	return &probe{Counter: callcount.Count(f), faults: f}
 }
 
@@ -249,6 +252,13 @@ func (p *faults) ForceRelease(ctx context.Context, key string) (bool, error) {
 
 func (p *faults) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
 	return p.Locker.Subscribe(ctx, key)
+}
+
+// grantFaults is faults of a locker.Granter: it is one too.
+type grantFaults struct{ *faults }
+
+func (p grantFaults) SubscribeAs(ctx context.Context, key, owner string) (<-chan string, func(), error) {
+	return p.Locker.(locker.Granter).SubscribeAs(ctx, key, owner)
 }
 
 // namespace returns a fresh key prefix, so that cases never see each other's keys even on a

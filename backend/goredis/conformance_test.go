@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
+	"github.com/hashlock/locker/backend/rediscore"
 	"github.com/hashlock/locker/conformance"
 	"github.com/hashlock/locker/internal/redistest"
 )
@@ -25,7 +26,7 @@ func TestConformanceMiniredis(t *testing.T) {
 			m = redistest.Miniredis(t)
 			rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0", Dialer: func(context.Context, string, string) (net.Conn, error) { return m.Dial() }})
 			t.Cleanup(func() { rdb.Close() })
-			return goredis.New(rdb)
+			return goredis.New(rdb, rediscore.WithNoticeLinger(0)) // no connection outlives the bubble
 		},
 	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/internal/display"
+	"github.com/hashlock/locker/internal/notify"
 )
 
 var _ locker.Granter = (*Backend)(nil)
@@ -32,8 +33,8 @@ const minSweep = 32
 type Backend struct {
 	mu    sync.Mutex
 	locks map[string]*entry
-	swept int                                 // len(locks) after the last sweep
-	subs  map[string]map[chan struct{}]string // the subscriptions of each key, with their owner
+	swept int                                    // len(locks) after the last sweep
+	subs  map[string]map[*notify.Waiter]struct{} // the subscriptions of each key
 
 	queues      map[string]*waitQueue // the wait queue per key (dead ones until swept)
 	sweptQueues int                   // len(queues) after the last sweep
@@ -258,13 +259,18 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 		if e.holds == 0 {
 			e.owner = "" // shared holds of the owner, if any, remain: shared mode
 			if len(e.shared) > 0 {
-				b.notify(req.Key, "") // readers may join
+				b.notify(req.Key, "", "") // readers may join
 			}
 		}
 	}
 	left := e.total(req.Owner)
-	if !undo && (left > 0 || !req.Fresh) {
-		b.remember(req.Key, req.ID, left, now) // a fresh owner's last release is not: see ReleaseRequest.Fresh
+	switch {
+	case undo:
+	case left > 0 || !req.Fresh:
+		b.remember(req.Key, req.ID, left, now)
+	case req.ReplyWindow > 0:
+		// A fresh owner's last release, only while its reply may be read: see ReleaseRequest.
+		b.rememberFor(req.Key, req.ID, 0, now, req.ReplyWindow)
 	}
 	if e.owner == "" && len(e.shared) == 0 {
 		delete(b.locks, req.Key)
@@ -344,7 +350,7 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {
 		return false, nil
 	}
 	delete(b.locks, key)
-	b.notify(key, "")
+	b.notify(key, "", "")
 	return true, nil
 }
 
@@ -355,36 +361,45 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {
 // returned. It may be called any number of times, concurrently; it never closes notices. The
 // subscription outlives ctx, which only bounds the call.
 func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
-	return b.SubscribeAs(ctx, key, "")
+	w := notify.NewPlain()
+	cancel, err := b.join(ctx, key, w)
+	return w.Plain, cancel, err
 }
 
-// SubscribeAs implements [locker.Granter]: it is Subscribe, but the notice of a release that
-// granted key to another owner than owner is not sent (owner "": every notice is).
-func (b *Backend) SubscribeAs(ctx context.Context, key, owner string) (<-chan struct{}, func(), error) {
+// SubscribeAs implements [locker.Granter]: it is Subscribe for a waiter whose owner token is
+// owner, which receives "" for a notice that grants nothing, the ID of the request that queued
+// owner for the notice of a grant to owner, and nothing for a grant to another owner.
+func (b *Backend) SubscribeAs(ctx context.Context, key, owner string) (<-chan string, func(), error) {
+	w := notify.NewOwner(owner)
+	cancel, err := b.join(ctx, key, w)
+	return w.Granted, cancel, err
+}
+
+// join adds the subscription w of key, as Subscribe says.
+func (b *Backend) join(ctx context.Context, key string, w *notify.Waiter) (func(), error) {
 	if err := ctx.Err(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	ch := make(chan struct{}, 1)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.subs == nil {
-		b.subs = make(map[string]map[chan struct{}]string)
+		b.subs = make(map[string]map[*notify.Waiter]struct{})
 	}
 	if b.subs[key] == nil {
-		b.subs[key] = make(map[chan struct{}]string)
+		b.subs[key] = make(map[*notify.Waiter]struct{})
 	}
-	b.subs[key][ch] = owner
+	b.subs[key][w] = struct{}{}
 	cancel := func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if set := b.subs[key]; set != nil {
-			delete(set, ch)
+			delete(set, w)
 			if len(set) == 0 {
 				delete(b.subs, key)
 			}
 		}
 	}
-	return ch, cancel, nil
+	return cancel, nil
 }
 
 // live returns key's entry if its lease has not run out at now, deleting it if it has.
@@ -428,27 +443,29 @@ func (b *Backend) marker(key, id string, now time.Time) (int, bool) {
 // remember records the outcome of request id on key for locker.RequestWindow; an empty id is
 // not recorded. Expired records are swept once the map has doubled since the last sweep.
 func (b *Backend) remember(key, id string, holds int, now time.Time) {
+	b.rememberFor(key, id, holds, now, locker.RequestWindow)
+}
+
+// rememberFor is remember for life, rounded up to whole milliseconds.
+func (b *Backend) rememberFor(key, id string, holds int, now time.Time, life time.Duration) {
 	if id == "" {
 		return
 	}
 	if b.requests == nil {
 		b.requests = make(map[requestID]outcome)
 	}
-	b.requests[requestID{key, id}] = outcome{holds, now.Add(locker.RequestWindow)}
+	if r := life % time.Millisecond; r != 0 {
+		life += time.Millisecond - r
+	}
+	b.requests[requestID{key, id}] = outcome{holds, now.Add(life)}
 	sweepExpired(b.requests, &b.sweptRequests, now, func(o outcome) time.Time { return o.expires })
 }
 
-// notify sends a notice without blocking to every subscriber of key, or, after a grant to
-// grantee (not ""), to grantee's and to those that gave no owner.
-func (b *Backend) notify(key, grantee string) {
-	for ch, owner := range b.subs[key] {
-		if grantee != "" && owner != "" && owner != grantee {
-			continue
-		}
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+// notify sends the notice of a release that granted key to grantee with request ID id ("", "":
+// one that granted nothing) to key's subscribers, without blocking (see notify.Waiter).
+func (b *Backend) notify(key, grantee, id string) {
+	for w := range b.subs[key] {
+		w.Notify(grantee, id)
 	}
 }
 

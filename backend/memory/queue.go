@@ -24,6 +24,7 @@ type waiting struct {
 	deadline time.Time
 	grant    time.Duration // the lease of a grant it asks for (locker.AcquireRequest.Grant); 0: none
 	fence    bool          // the grant draws a fencing token
+	id       string        // the ID of the request that last queued it, told to it with a grant
 }
 
 // reader reports whether the entry is a reader's.
@@ -120,12 +121,12 @@ func (b *Backend) enqueue(req locker.AcquireRequest, now time.Time) {
 	}
 	for i := range q.entries {
 		if q.entries[i].owner == req.Owner {
-			q.entries[i].deadline, q.entries[i].grant, q.entries[i].fence = deadline, grant, req.Fence
+			q.entries[i].deadline, q.entries[i].grant, q.entries[i].fence, q.entries[i].id = deadline, grant, req.Fence, req.ID
 			return
 		}
 	}
 	q.granted = without(q.granted, req.Owner) // a grant that lapsed: the owner queues anew
-	q.entries = append(q.entries, waiting{owner: req.Owner, kind: kindOf(req), deadline: deadline, grant: grant, fence: req.Fence})
+	q.entries = append(q.entries, waiting{owner: req.Owner, kind: kindOf(req), deadline: deadline, grant: grant, fence: req.Fence, id: req.ID})
 }
 
 // without returns list without owner's entry, in place.
@@ -143,7 +144,7 @@ func without(list []waiting, owner string) []waiting {
 func (b *Backend) granted(req locker.AcquireRequest, now time.Time) {
 	if behind, _ := b.remove(req.Key, req.Owner, now); behind && req.Shared {
 		if q := b.liveQueue(req.Key, now); q != nil && len(q.entries) > 0 && q.entries[0].reader() {
-			b.notify(req.Key, "")
+			b.notify(req.Key, "", "")
 		}
 	}
 }
@@ -177,7 +178,7 @@ func (b *Backend) remove(key, owner string, now time.Time) (behind, granted bool
 func (b *Backend) grantHead(key string, now time.Time) {
 	q := b.liveQueue(key, now)
 	if q == nil || len(q.entries) == 0 || q.entries[0].grant == 0 {
-		b.notify(key, "")
+		b.notify(key, "", "")
 		return
 	}
 	head := q.entries[0]
@@ -189,7 +190,7 @@ func (b *Backend) grantHead(key string, now time.Time) {
 	b.advanceFence(locker.AcquireRequest{Key: key, Fence: head.fence})
 	q.granted = append(q.granted, waiting{owner: head.owner, kind: 'g', deadline: now.Add(head.grant)})
 	q.last = maxTime(q.last, now.Add(head.grant))
-	b.notify(key, head.owner)
+	b.notify(key, head.owner, head.id)
 }
 
 // maxTime returns the later of a and b.
@@ -225,7 +226,7 @@ func (b *Backend) Dequeue(ctx context.Context, key, owner string) error {
 		delete(b.locks, key)
 		b.grantHead(key, now)
 	case behind:
-		b.notify(key, "")
+		b.notify(key, "", "")
 	}
 	return nil
 }

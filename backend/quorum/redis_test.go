@@ -15,6 +15,7 @@ import (
 	"github.com/hashlock/locker/backend/goredis"
 	"github.com/hashlock/locker/backend/quorum"
 	redigolocker "github.com/hashlock/locker/backend/redigo"
+	"github.com/hashlock/locker/backend/rediscore"
 	rueidislocker "github.com/hashlock/locker/backend/rueidis"
 	"github.com/hashlock/locker/conformance"
 	"github.com/hashlock/locker/internal/redistest"
@@ -65,7 +66,8 @@ func mixed(t conformance.TB, servers [3]dialer) *quorum.Backend {
 		return redigo.DialContext(ctx, "tcp", servers[2].addr)
 	}}
 	t.Cleanup(func() { pool.Close() })
-	return quorum.New(goredis.New(rdb), rueidislocker.New(rc), redigolocker.New(pool))
+	noLinger := rediscore.WithNoticeLinger(0) // no connection outlives a synctest bubble
+	return quorum.New(goredis.New(rdb, noLinger), rueidislocker.New(rc, noLinger), redigolocker.New(pool, noLinger))
 }
 
 // The suite on a quorum of three miniredis servers, one per driver, in a synctest bubble.

@@ -54,7 +54,7 @@ type Backend struct {
 // calls this one.
 func New(d Driver, name string, opts ...Option) *Backend {
 	b := &Backend{d: d, prefix: name, opts: resolve(opts)}
-	b.notices = newHub(d, b.opts.noticeConns)
+	b.notices = newHub(d, b.opts.noticeConns, b.opts.linger)
 	b.notices.log = b.opts.log
 	if b.opts.err != nil {
 		b.opts.err = fmt.Errorf("%s: %w", name, b.opts.err)
@@ -77,7 +77,7 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		return locker.Acquisition{}, fmt.Errorf("%s: acquire %s: wait %v: %w", b.prefix, display.Key(req.Key), req.Wait, locker.ErrInvalid)
 	}
 	queued := req.Shared || req.Fair || req.Wait > 0
-	buf := make([]string, 10) // keys and args in one allocation: at most 4 keys, then 6 args
+	buf := make([]string, 11) // keys and args in one allocation: at most 4 keys, then 7 args
 	keys := buf[:1:4]
 	keys[0] = req.Key
 	if req.ID != "" {
@@ -98,7 +98,7 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		}
 		args = append(buf[4:4], req.Owner, millis(req.TTL), flags, wait, Channel(req.Key))
 		if req.Grant > 0 {
-			args = append(args, formatMillis(req.Grant, &lastGrant))
+			args = append(args, formatMillis(req.Grant, &lastGrant), req.ID)
 		}
 	} else {
 		args = append(buf[4:4], req.Owner, millis(req.TTL), flags)
@@ -120,9 +120,9 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 }
 
 // Release implements locker.Locker with release.lua: with req.ID, the marker at MarkerKey
-// remembers the outcome (none when req.Fresh and no hold of the owner's is left, but with
-// WithReplicaAck), or, with
-// req.Undo, that the acquire with that ID was taken back. With
+// remembers the outcome (when req.Fresh and no hold of the owner's is left: for
+// req.ReplyWindow, or not at all when it is 0; but with WithReplicaAck always for
+// locker.RequestWindow), or, with req.Undo, that the acquire with that ID was taken back. With
 // WithReplicaAck, a release that too few replicas acknowledged returns an error wrapping
 // locker.ErrUnavailable and ErrNotReplicated, although the master released.
 func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
@@ -151,7 +151,7 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 
 // releaseCall returns the keys and arguments of release.lua for req.
 func releaseCall(req locker.ReleaseRequest) (keys, args []string) {
-	buf := make([]string, 7) // keys and args in one allocation: at most 4 keys, then 3 args
+	buf := make([]string, 8) // keys and args in one allocation: at most 4 keys, then 4 args
 	keys = buf[:1:4]
 	keys[0] = req.Key
 	marker, channel, queue, fence := releaseNames(req.Key, req.ID)
@@ -160,7 +160,11 @@ func releaseCall(req locker.ReleaseRequest) (keys, args []string) {
 	}
 	keys = append(keys, queue, fence)
 	undo := req.Undo && req.ID != ""
-	return keys, append(buf[4:4], req.Owner, channel, releaseFlags.of(req.ID != "", undo, req.Fresh, req.Shared, true))
+	args = append(buf[4:4], req.Owner, channel, releaseFlags.of(req.ID != "", undo, req.Fresh, req.Shared, true))
+	if req.Fresh && !undo && req.ID != "" && req.ReplyWindow > 0 {
+		args = append(args, formatMillis(req.ReplyWindow, &lastWindow))
+	}
+	return keys, args
 }
 
 // A flagSet is the scripts' flags argument for every combination of its letters, made once, so
@@ -348,9 +352,10 @@ func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, f
 	return ch, cancel, nil
 }
 
-// SubscribeAs implements locker.Granter: Subscribe, but a notice of a release that granted key
-// to another owner than owner does not wake this subscription.
-func (b *Backend) SubscribeAs(ctx context.Context, key, owner string) (<-chan struct{}, func(), error) {
+// SubscribeAs implements locker.Granter: Subscribe for a waiter of key whose owner token is
+// owner, which receives "" for a notice that grants nothing, the request ID of the grant for a
+// grant to owner, and nothing for a grant to another owner.
+func (b *Backend) SubscribeAs(ctx context.Context, key, owner string) (<-chan string, func(), error) {
 	if b.opts.err != nil {
 		return nil, nil, b.opts.err
 	}
@@ -406,8 +411,9 @@ var scriptErrors = map[string]error{"NOTALOCK": locker.ErrNotALock, "NOTHELD": l
 // TTLs, so the latest result is kept: the hot path formats nothing.
 func millis(d time.Duration) string { return formatMillis(d, &lastMillis) }
 
-// formatMillis is millis with the latest result kept in last (one for TTLs, one for waits, so
-// that neither pushes the other out).
+// formatMillis is millis with the latest result kept in last (one for TTLs, one for waits, one
+// for reply windows, so that none pushes the others out: the Client's windows are whole
+// milliseconds, mostly its WithUnlockTimeout).
 func formatMillis(d time.Duration, last *atomic.Pointer[formatted]) string {
 	if l := last.Load(); l != nil && l.d == d {
 		return l.s
@@ -427,4 +433,4 @@ type formatted struct {
 	s string
 }
 
-var lastMillis, lastWait, lastGrant atomic.Pointer[formatted]
+var lastMillis, lastWait, lastGrant, lastWindow atomic.Pointer[formatted]

@@ -100,11 +100,22 @@ func TestCallsAreBounded(t *testing.T) {
 	}
 }
 
-// The scripts keep markers for locker.RequestWindow, written out in their text.
+// The scripts keep markers for locker.RequestWindow, written out in their text; release.lua keeps
+// a fresh owner's last release's for the window it is given instead (ReleaseRequest.ReplyWindow),
+// through its variable life.
 func TestMarkersLiveForTheRequestWindow(t *testing.T) {
-	want := fmt.Sprintf("'px', %d)", locker.RequestWindow.Milliseconds())
+	ms := locker.RequestWindow.Milliseconds()
+	want := fmt.Sprintf("'px', %d)", ms)
 	for _, s := range []*Script{AcquireScript, ReleaseScript} {
-		if n := strings.Count(s.Source, "'px', "); n == 0 || n != strings.Count(s.Source, want) {
+		fixed := strings.Count(s.Source, want)
+		if s == ReleaseScript {
+			if !strings.Contains(s.Source, fmt.Sprintf("local life = (w + r > 0 or not fresh) and %d or window", ms)) ||
+				!strings.Contains(s.Source, fmt.Sprintf("and window or %d)", ms)) {
+				t.Errorf("release.lua: a marker must live %d ms but for a fresh owner's last release", ms)
+			}
+			fixed += strings.Count(s.Source, "'px', life)")
+		}
+		if n := strings.Count(s.Source, "'px', "); n == 0 || n != fixed {
 			t.Errorf("%s.lua: markers must live %s (locker.RequestWindow)", s.Name, want)
 		}
 	}

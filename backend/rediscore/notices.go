@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hashlock/locker/internal/notify"
 )
 
 // Release notices travel on a few pub/sub connections per server node, shared by every key a
@@ -29,10 +33,8 @@ const (
 	// fail, back to none at the next confirmation.
 	resubscribeMinDelay = 50 * time.Millisecond
 	resubscribeMaxDelay = 5 * time.Second
-	// noticeLinger is how long a channel stays subscribed after its last waiter left, so that
-	// a key contended again soon (a Lock after every Unlock) finds it up: no SUBSCRIBE, and no
-	// new connection when it was the connection's last channel.
-	noticeLinger = time.Second
+	// DefaultNoticeLinger is the default of WithNoticeLinger.
+	DefaultNoticeLinger = time.Second
 )
 
 // hub multiplexes the channels of a Backend's waiters over at most maxConns connections per node.
@@ -40,8 +42,9 @@ const (
 type hub struct {
 	d        Driver
 	maxConns int
-	unshared atomic.Bool  // the server has no sharded pub/sub: subscribe with SUBSCRIBE
-	log      *slog.Logger // WithLogger: records of dropped connections; nil: none
+	linger   time.Duration // how long an idle channel stays subscribed (WithNoticeLinger)
+	unshared atomic.Bool   // the server has no sharded pub/sub: subscribe with SUBSCRIBE
+	log      *slog.Logger  // WithLogger: records of dropped connections; nil: none
 
 	mu        sync.Mutex
 	subs      map[string]*channelSub   // by channel, while it has waiters
@@ -55,17 +58,17 @@ type hub struct {
 // channelSub is one channel and its waiters.
 type channelSub struct {
 	channel   string
-	key       string                   // the lock whose channel it is ("": notices are not read)
-	waiters   map[chan struct{}]string // each waiter's owner token ("": every notice wakes it)
-	conn      *noticeConn              // the connection carrying it; nil while unplaced
-	sharded   bool                     // sent as SSUBSCRIBE
-	confirmed bool                     // the server confirmed it at least once
-	tries     int                      // placements since the last confirmation
-	err       error                    // why it failed, set before ready is closed
-	ready     chan struct{}            // closed at the first confirmation, or when it failed
-	gone      bool                     // out of hub.subs: its last waiter left, or it failed
-	idle      time.Time                // when its last waiter left
-	lingering bool                     // a timer will unsubscribe it if it is still idle (noticeLinger)
+	key       string // the lock whose channel it is ("": notices are not read)
+	waiters   map[*notify.Waiter]struct{}
+	conn      *noticeConn   // the connection carrying it; nil while unplaced
+	sharded   bool          // sent as SSUBSCRIBE
+	confirmed bool          // the server confirmed it at least once
+	tries     int           // placements since the last confirmation
+	err       error         // why it failed, set before ready is closed
+	ready     chan struct{} // closed at the first confirmation, or when it failed
+	gone      bool          // out of hub.subs: its last waiter left, or it failed
+	idle      time.Time     // when its last waiter left
+	lingering bool          // a timer will unsubscribe it if it is still idle (h.linger)
 }
 
 // noticeConn is one shared pub/sub connection. It implements PubSubEvents.
@@ -84,10 +87,11 @@ type noticeConn struct {
 
 type pubsubCommand struct{ name, channel string }
 
-func newHub(d Driver, maxConns int) *hub {
+func newHub(d Driver, maxConns int, linger time.Duration) *hub {
 	return &hub{
 		d:        d,
 		maxConns: maxConns,
+		linger:   linger,
 		subs:     make(map[string]*channelSub),
 		nodes:    make(map[string][]*noticeConn),
 		unplaced: make(map[*channelSub]struct{}),
@@ -97,26 +101,35 @@ func newHub(d Driver, maxConns int) *hub {
 
 // subscribe adds a waiter to channel and returns once the server has confirmed the channel's
 // subscription (at once when another waiter's subscription is up), ctx ended, or CallTimeout
-// passed. cancel removes the waiter; the last one out unsubscribes.
+// passed. cancel removes the waiter; the last one out unsubscribes (see WithNoticeLinger).
 func (h *hub) subscribe(ctx context.Context, channel string) (<-chan struct{}, func(), error) {
-	return h.subscribeAs(ctx, channel, "", "")
+	w := notify.NewPlain()
+	cancel, err := h.join(ctx, channel, "", w)
+	return w.Plain, cancel, err
 }
 
-// subscribeAs is subscribe for a waiter of lock key whose owner token is owner: a notice that
-// names another owner (a release that granted key to it: release.lua) does not wake it.
-func (h *hub) subscribeAs(ctx context.Context, channel, key, owner string) (<-chan struct{}, func(), error) {
-	w := make(chan struct{}, 1)
+// subscribeAs is subscribe for a waiter of lock key whose owner token is owner
+// (locker.Granter.SubscribeAs): it receives "" for a notice that grants nothing, the request ID
+// of the grant for a grant to owner, and nothing for a grant to another owner.
+func (h *hub) subscribeAs(ctx context.Context, channel, key, owner string) (<-chan string, func(), error) {
+	w := notify.NewOwner(owner)
+	cancel, err := h.join(ctx, channel, key, w)
+	return w.Granted, cancel, err
+}
+
+// join adds w to channel (of lock key, "" when unknown) and waits as subscribe says.
+func (h *hub) join(ctx context.Context, channel, key string, w *notify.Waiter) (func(), error) {
 	h.mu.Lock()
 	s := h.subs[channel]
 	fresh := s == nil
 	if fresh {
-		s = &channelSub{channel: channel, waiters: make(map[chan struct{}]string), ready: make(chan struct{})}
+		s = &channelSub{channel: channel, waiters: make(map[*notify.Waiter]struct{}), ready: make(chan struct{})}
 		h.subs[channel] = s
 	}
 	if key != "" {
 		s.key = key
 	}
-	s.waiters[w] = owner
+	s.waiters[w] = struct{}{}
 	h.mu.Unlock()
 
 	wait, stop := context.WithTimeout(ctx, CallTimeout)
@@ -136,10 +149,10 @@ func (h *hub) subscribeAs(ctx context.Context, channel, key, owner string) (<-ch
 		if err == nil {
 			err = wait.Err()
 		}
-		return nil, nil, err
+		return nil, err
 	}
 	var once sync.Once
-	return w, func() { once.Do(func() { h.leave(s, w) }) }, nil
+	return func() { once.Do(func() { h.leave(s, w) }) }, nil
 }
 
 // place puts s on a connection to the node of its channel and queues its subscription.
@@ -188,21 +201,21 @@ func (h *hub) connFor(node string) *noticeConn {
 	return c
 }
 
-// leave removes waiter w of s. When w was the last one, s stays subscribed for noticeLinger if
-// the server confirmed it, and is unsubscribed then unless a waiter came meanwhile (at once if it
-// is not confirmed).
-func (h *hub) leave(s *channelSub, w chan struct{}) {
+// leave removes waiter w of s. When w was the last one, s stays subscribed for h.linger if it
+// is up (confirmed, on a connection), and is unsubscribed then unless a waiter came meanwhile;
+// otherwise at once.
+func (h *hub) leave(s *channelSub, w *notify.Waiter) {
 	h.mu.Lock()
 	delete(s.waiters, w)
 	var closing PubSubConn
 	if len(s.waiters) == 0 && !s.gone {
 		s.idle = time.Now()
 		switch {
-		case !s.confirmed:
+		case !s.confirmed || s.conn == nil || h.linger == 0: // not up: nothing to keep
 			closing = h.unsubscribe(s)
 		case !s.lingering:
 			s.lingering = true
-			time.AfterFunc(noticeLinger, func() { h.expire(s) })
+			time.AfterFunc(h.linger, func() { h.expire(s) })
 		}
 	}
 	h.mu.Unlock()
@@ -211,12 +224,12 @@ func (h *hub) leave(s *channelSub, w chan struct{}) {
 	}
 }
 
-// expire unsubscribes s if it has had no waiter for noticeLinger, or waits on for the rest of
+// expire unsubscribes s if it has had no waiter for h.linger, or waits on for the rest of
 // that time if it has none but had one meanwhile.
 func (h *hub) expire(s *channelSub) {
 	h.mu.Lock()
 	var closing PubSubConn
-	switch left := noticeLinger - time.Since(s.idle); {
+	switch left := h.linger - time.Since(s.idle); {
 	case s.gone || len(s.waiters) > 0:
 		s.lingering = false
 	case left > 0:
@@ -401,32 +414,33 @@ func (h *hub) broken(c *noticeConn, err error) {
 	}
 }
 
-// wake sends a notice to every waiter of s without blocking. hub.mu must be held.
-func (s *channelSub) wake() { s.wakeFor("") }
+// wake sends a notice that grants nothing to every waiter of s, without blocking. hub.mu must
+// be held.
+func (s *channelSub) wake() { s.wakeFor("", "") }
 
-// wakeFor sends a notice without blocking to the waiters of s that a notice granting the key to
-// grantee concerns: those of grantee and those that read no notice; every waiter when grantee is
-// "". hub.mu must be held.
-func (s *channelSub) wakeFor(grantee string) {
-	for w, owner := range s.waiters {
-		if grantee != "" && owner != "" && owner != grantee {
-			continue
-		}
-		select {
-		case w <- struct{}{}:
-		default:
-		}
+// wakeFor sends the notice of a grant to grantee with request ID id ("", "": a notice that
+// grants nothing) to the waiters of s, without blocking (see notify.Waiter). hub.mu must be held.
+func (s *channelSub) wakeFor(grantee, id string) {
+	for w := range s.waiters {
+		w.Notify(grantee, id)
 	}
 }
 
-// grantee returns the owner that a notice message names (release.lua: "<lock>\n<owner>" after a
-// grant), or "" when it names none or s does not know its lock.
-func (s *channelSub) grantee(message string) string {
+// grant returns the owner and request ID that a notice message names (release.lua:
+// "<lock>\n<length of the ID>:<ID><owner>" after a grant), or "", "" when it names none or s does
+// not know its lock.
+func (s *channelSub) grant(message string) (owner, id string) {
 	n := len(s.key)
 	if n == 0 || len(message) <= n+1 || message[n] != '\n' || message[:n] != s.key {
-		return ""
+		return "", ""
 	}
-	return message[n+1:]
+	rest := message[n+1:]
+	colon := strings.IndexByte(rest, ':')
+	size, err := strconv.Atoi(rest[:max(colon, 0)])
+	if colon < 0 || err != nil || size < 0 || size > len(rest)-colon-1 {
+		return "", ""
+	}
+	return rest[colon+1+size:], rest[colon+1 : colon+1+size]
 }
 
 // send queues a command for c's writer. hub.mu must be held.
@@ -516,7 +530,7 @@ func (c *noticeConn) Message(channel, message string) {
 	c.h.mu.Lock()
 	defer c.h.mu.Unlock()
 	if s := c.subs[channel]; s != nil && !c.dead {
-		s.wakeFor(s.grantee(message))
+		s.wakeFor(s.grant(message))
 	}
 }
 

@@ -179,7 +179,7 @@ func TestNoticesShareConnections(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer lingerOut()
 		f := newFakePubSub()
-		h := newHub(f, 2)
+		h := newHub(f, 2, DefaultNoticeLinger)
 		ws := subscribeAll(t, h, 3000)
 		for node, n := range f.perNode() {
 			if n > 2 {
@@ -203,12 +203,12 @@ func TestNoticesShareConnections(t *testing.T) {
 		}
 		synctest.Wait()
 		if n := f.perNode(); len(n) != 3 {
-			t.Fatalf("connections left right after every waiter left: %v, want them kept for noticeLinger", n)
+			t.Fatalf("connections left right after every waiter left: %v, want them kept for DefaultNoticeLinger", n)
 		}
-		time.Sleep(noticeLinger)
+		time.Sleep(DefaultNoticeLinger)
 		synctest.Wait()
 		if n := f.perNode(); len(n) != 0 {
-			t.Fatalf("connections left noticeLinger after every waiter left: %v", n)
+			t.Fatalf("connections left DefaultNoticeLinger after every waiter left: %v", n)
 		}
 	})
 }
@@ -218,7 +218,7 @@ func TestNoticesSurviveBrokenConnections(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer lingerOut()
 		f := newFakePubSub()
-		h := newHub(f, 2)
+		h := newHub(f, 2, DefaultNoticeLinger)
 		var logged bytes.Buffer
 		h.log = slog.New(slog.NewTextHandler(&logged, nil))
 		ws := subscribeAll(t, h, 500)
@@ -256,7 +256,7 @@ func TestNoticesUnshardedAndEndedByServer(t *testing.T) {
 		defer lingerOut()
 		f := newFakePubSub()
 		f.noSharded = true
-		h := newHub(f, 2)
+		h := newHub(f, 2, DefaultNoticeLinger)
 		ws := subscribeAll(t, h, 10)
 		if n := f.perNode(); n[""] == 0 || len(n) != 1 {
 			t.Fatalf("connections %v, want unsharded ones only", n)
@@ -293,7 +293,7 @@ func TestNoticesSubscribeBounded(t *testing.T) {
 		defer lingerOut()
 		f := newFakePubSub()
 		f.silent = true
-		h := newHub(f, 2)
+		h := newHub(f, 2, DefaultNoticeLinger)
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		start := time.Now()
@@ -318,9 +318,9 @@ func TestNoticesSubscribeBounded(t *testing.T) {
 	})
 }
 
-// lingerOut lets the channels that linger after their last waiter left (noticeLinger) go, with
+// lingerOut lets the channels that linger after their last waiter left (DefaultNoticeLinger) go, with
 // their connections, at the end of a synctest bubble.
 func lingerOut() {
-	time.Sleep(noticeLinger)
+	time.Sleep(DefaultNoticeLinger)
 	synctest.Wait()
 }

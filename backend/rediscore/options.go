@@ -8,12 +8,14 @@ import (
 	"github.com/hashlock/locker"
 )
 
-// An Option configures a Backend, passed to an adapter's New: WithReplicaAck, WithNoticeConns.
+// An Option configures a Backend, passed to an adapter's New: WithReplicaAck, WithNoticeConns,
+// WithNoticeLinger, WithLogger.
 type Option func(*options)
 
 // options is the resolved set of Options of a Backend.
 type options struct {
 	noticeConns int           // the most notice connections per node (WithNoticeConns)
+	linger      time.Duration // how long an idle notice channel stays subscribed (WithNoticeLinger)
 	acks        int           // replicas to wait for after an acquire or a release; 0: none
 	ackTimeout  time.Duration // the longest wait for them
 	log         *slog.Logger  // WithLogger; nil: no records
@@ -23,7 +25,8 @@ type options struct {
 // WithNoticeConns sets the most pub/sub connections the Backend opens to each server node (each
 // master of a cluster) for release notices. Every key the Backend's Clients wait on is one
 // channel on one of them, whatever the number of keys; another connection is opened once every
-// open one carries 128 channels, and a connection closes when its last channel is unsubscribed.
+// open one carries 128 channels, and a connection closes when its last channel is unsubscribed
+// (see WithNoticeLinger).
 // n must be at least 1, or every call of the Backend returns an error wrapping
 // locker.ErrInvalid. Default: 2.
 func WithNoticeConns(n int) Option {
@@ -33,6 +36,23 @@ func WithNoticeConns(n int) Option {
 			return
 		}
 		o.noticeConns = n
+	}
+}
+
+// WithNoticeLinger sets how long a key's release-notice channel stays subscribed after its last
+// waiter left, so that a key contended again soon (every Lock of a busy key) needs no SUBSCRIBE
+// round trip, nor a new connection when it was its connection's last channel. 0 unsubscribes at
+// once; d must not be negative, or every call of the Backend returns an error wrapping
+// locker.ErrInvalid. Inside a testing/synctest bubble, pass 0 (or sleep past d before the test
+// ends): a lingering channel keeps its connection's goroutines, which the bubble would report
+// as blocked. Default: DefaultNoticeLinger (1s).
+func WithNoticeLinger(d time.Duration) Option {
+	return func(o *options) {
+		if d < 0 {
+			o.fail(fmt.Errorf("%w: WithNoticeLinger(%v): negative", locker.ErrInvalid, d))
+			return
+		}
+		o.linger = d
 	}
 }
 
@@ -54,7 +74,7 @@ func (o *options) fail(err error) {
 }
 
 func resolve(opts []Option) options {
-	o := options{noticeConns: DefaultNoticeConns}
+	o := options{noticeConns: DefaultNoticeConns, linger: DefaultNoticeLinger}
 	for _, opt := range opts {
 		if opt == nil {
 			o.fail(fmt.Errorf("%w: nil Option", locker.ErrInvalid))

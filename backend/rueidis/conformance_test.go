@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/rediscore"
 	"github.com/hashlock/locker/conformance"
 	"github.com/hashlock/locker/internal/redistest"
 )
@@ -18,7 +19,7 @@ func TestConformanceMiniredis(t *testing.T) {
 		Foreign:  redistest.Foreign(func(args ...string) (any, error) { return redistest.DoDial(s.m.Dial, args...) }),
 		New: func(t conformance.TB) locker.Locker {
 			s = newTestServer(t)
-			return New(s.c)
+			return New(s.c, rediscore.WithNoticeLinger(0)) // no connection outlives the bubble
 		},
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/rediscore"
 	valkeylocker "github.com/hashlock/locker/backend/valkey"
 	"github.com/hashlock/locker/conformance"
 	"github.com/hashlock/locker/internal/redistest"
@@ -41,7 +42,7 @@ func TestConformanceMiniredis(t *testing.T) {
 			if mode := c.Mode(); mode != valkey.ClientModeStandalone {
 				t.Fatalf("client mode %q, want %q", mode, valkey.ClientModeStandalone)
 			}
-			return valkeylocker.New(c)
+			return valkeylocker.New(c, rediscore.WithNoticeLinger(0)) // no connection outlives the bubble
 		},
 	})
 }

@@ -111,7 +111,7 @@ type grantCounter struct {
 	grants locker.Granter
 }
 
-func (g grantCounter) SubscribeAs(ctx context.Context, key, owner string) (<-chan struct{}, func(), error) {
+func (g grantCounter) SubscribeAs(ctx context.Context, key, owner string) (<-chan string, func(), error) {
 	g.subscribe.Add(1)
 	return g.grants.SubscribeAs(ctx, key, owner)
 }

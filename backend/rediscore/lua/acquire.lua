@@ -12,7 +12,8 @@
 -- ARGV[4]      with 'q': how long a refused request waits in the queue, in ms ('0': it does not)
 -- ARGV[5]      with 'q': the lock's notice channel (in the lock's cluster slot)
 -- ARGV[6]      with 'q': the lease in ms of a grant that a refused fresh exclusive request that
---              waits asks for (locker.AcquireRequest.Grant; '0': none)
+--              waits asks for (locker.AcquireRequest.Grant; absent or '0': none)
+-- ARGV[7]      with ARGV[6]: the request's ID (locker.AcquireRequest.ID; may be empty)
 -- A marker lives 20000 ms (locker.RequestWindow).
 -- Returns {holds, token}: the owner's hold count after the call, exclusive and shared together
 -- (>= 1), when acquired or re-entered, with the fencing token (0 without fencing; a shared hold
@@ -149,7 +150,7 @@ if wait > 0 then
   if grant == 0 or shared or not fresh then
     grant = nil
   end
-  enqueue(q, owner, kind, wait, grant, fence ~= nil)
+  enqueue(q, owner, kind, wait, grant, fence ~= nil, ARGV[7] or '')
 end
 if state == 'free' then
   return {0, 0} -- free, but others are ahead in the queue

@@ -17,10 +17,12 @@
 -- 'w' an exclusive request that is not fair (readers that come after it wait behind it), 'r' a
 -- shared one that is not fair (writers that come after it wait behind it), and the deadline in
 -- milliseconds on the server's clock (TIME). An exclusive entry that asked for a grant
--- (locker.AcquireRequest.Grant) ends in ":<lease>" (ms), and "f" when it wants a fencing token:
--- the release that frees the key while it is at the head gives the key to its owner with that
--- lease, and turns the entry into a grant record, kind 'g', whose deadline is the grant's
--- lease; the owner's next acquire (or its Dequeue) ends it. Entries are in ticket order; an
+-- (locker.AcquireRequest.Grant) ends in ":<lease>" (ms), "f" when it wants a fencing token, and
+-- ":<id>", the request ID of the request that last queued it (maybe empty): the release that
+-- frees the key while it is at the head gives the key to its owner with that lease, tells it so
+-- in its notice with that ID (so that the owner can tell a grant made after its last request
+-- from an older one), and turns the entry into a grant record, kind 'g', whose deadline is the
+-- grant's lease; the owner's next acquire (or its Dequeue) ends it. Entries are in ticket order; an
 -- entry whose deadline has passed is dead: ignored, and deleted when the script writes the
 -- queue. The queue's TTL is kept at its latest deadline, so that a queue of dead entries
 -- vanishes by itself.
@@ -136,12 +138,12 @@ local function loadQueue(key)
   local fields = redis.call('hgetall', key)
   for i = 1, #fields, 2 do
     if fields[i] ~= '' then
-      local ticket, kind, deadline, grant, fence = fields[i + 1]:match('^(%d+):([xswrg]):(%d+):?(%d*)(f?)$')
-      if not ticket then
+      local ticket, kind, deadline, grant, fence, id = fields[i + 1]:match('^(%d+):([xswrg]):(%d+):?(%d*)(f?):?(.*)$')
+      if not ticket or (grant == '' and (fence ~= '' or id ~= '')) then
         return redis.error_reply('NOTALOCK the wait queue of the key has an entry that is not one')
       end
       local e = {owner = fields[i], ticket = tonumber(ticket), kind = kind, deadline = tonumber(deadline),
-        grant = tonumber(grant), fence = fence == 'f'}
+        grant = tonumber(grant), fence = fence == 'f', id = id}
       if e.deadline <= q.now then
         q.dead[#q.dead + 1] = e.owner
       elseif kind == 'g' then
@@ -162,6 +164,7 @@ local function entryValue(e)
     if e.fence then
       v = v .. 'f'
     end
+    v = v .. ':' .. e.id
   end
   return v
 end
@@ -224,10 +227,10 @@ local function forget(list, owner)
   return nil
 end
 -- enqueue puts owner at the tail of q with kind for wait ms (asking for a grant with that lease
--- in ms when grant is a number, and for a fencing token with it when fence), or, when it has a
--- live entry, keeps its place (and kind) and sets its deadline to wait ms from now and its grant
--- as asked. A grant record of owner's (a grant that lapsed) is replaced.
-local function enqueue(q, owner, kind, wait, grant, fence)
+-- in ms when grant is a number, with a fencing token when fence, for the request with ID id), or,
+-- when it has a live entry, keeps its place (and kind) and sets its deadline to wait ms from now
+-- and its grant as asked. A grant record of owner's (a grant that lapsed) is replaced.
+local function enqueue(q, owner, kind, wait, grant, fence, id)
   local deadline = q.now + wait
   local entry
   for _, e in ipairs(q.entries) do
@@ -244,7 +247,7 @@ local function enqueue(q, owner, kind, wait, grant, fence)
     q.entries[#q.entries + 1] = entry
     q.exists = true
   end
-  entry.grant, entry.fence = grant, fence
+  entry.grant, entry.fence, entry.id = grant, fence, id
   redis.call('hset', q.key, owner, entryValue(entry))
   tidy(q)
 end
@@ -286,12 +289,14 @@ local function grant(q, lock, fence, latest)
 end
 -- free deletes the lock, whose last hold was just removed, and sends a release notice; with q,
 -- it first grants the key to the head of the queue if it asked for that (grant: fence and latest
--- as there), and the notice then names the owner: "<lock>\n<owner>".
+-- as there), and the notice then names the owner and the request ID of its entry:
+-- "<lock>\n<length of the ID>:<ID><owner>".
 local function free(lock, channel, q, fence, latest)
   redis.call('del', lock)
+  local head = q and q.entries[1]
   local to = q and grant(q, lock, fence, latest)
   if to then
-    notify(channel, lock .. '\n' .. to)
+    notify(channel, string.format('%s\n%d:%s%s', lock, #head.id, head.id, to))
   else
     notify(channel, lock)
   end

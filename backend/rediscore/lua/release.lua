@@ -11,7 +11,9 @@
 --          when no hold of the owner's is left); 's' the hold to release is a shared one (else
 --          exclusive); 'q' the queue and the counter are passed: a release that frees the
 --          key grants it to the head of the queue if it asked for that (lib.lua: grant)
--- A marker lives 20000 ms (locker.RequestWindow).
+-- ARGV[4]  with 'n' and without 'u': how long, in ms, the marker of a release that leaves the
+--          owner no hold lives (locker.ReleaseRequest.ReplyWindow); absent or 0: no marker
+-- A marker lives 20000 ms (locker.RequestWindow), but for ARGV[4].
 -- Returns the owner's holds left, exclusive and shared together (>= 0), or -1 when there is
 -- nothing to release: the owner holds no hold of that kind on the key, or (take-back) the
 -- acquire did not take effect. Error NOTALOCK when the key is not a lock, or the marker is not a
@@ -21,8 +23,8 @@
 -- that releases its last hold leaves; the last one deletes the key.
 -- A release sent again changes nothing but its marker's lifetime (a write, for a WAIT after it:
 -- see acquire.lua); the marker reports the first outcome. A fresh owner's release that leaves it
--- no hold writes no marker (a plain Lock+Unlock leaves no key behind): sent again, it finds the
--- owner holding nothing and returns -1, and a fresh owner never holds the key again.
+-- no hold writes a marker that lives ARGV[4] ms, or none: sent again later, it finds the owner
+-- holding nothing and returns -1, and a fresh owner never holds the key again.
 -- A take-back leaves the acquire's marker at 0, so that the acquire, if it arrives later, is
 -- refused; it removes the hold the acquire added: one hold of the kind named, or a fresh
 -- owner's every hold.
@@ -37,6 +39,7 @@ end
 local undo = marker and flags:find('u', 1, true)
 local fresh = flags:find('n', 1, true)
 local shared = flags:find('s', 1, true)
+local window = fresh and not undo and tonumber(ARGV[4]) or 0 -- a last release's marker, in ms
 -- Every key is checked before anything is written: an error leaves everything as it was.
 local state = lockState(lock)
 if type(state) == 'table' then
@@ -62,7 +65,7 @@ if marker then
       return -1
     end
   elseif done then
-    redis.call('pexpire', marker, 20000)
+    redis.call('pexpire', marker, (done == '0' and window > 0) and window or 20000)
     return tonumber(done)
   end
 end
@@ -87,8 +90,9 @@ else
   end
   w = w - 1
 end
-if marker and not undo and (w + r > 0 or not fresh) then
-  redis.call('set', marker, w + r, 'px', 20000)
+local life = (w + r > 0 or not fresh) and 20000 or window
+if marker and not undo and life > 0 then
+  redis.call('set', marker, w + r, 'px', life)
 end
 if state == 'exclusive' then
   if w > 0 then

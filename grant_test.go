@@ -1,0 +1,132 @@
+package locker_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/memory"
+)
+
+// confirmGate is a memory backend that holds every Acquire that takes a grant (Fresh and
+// Reentry: see grant.go) until open is closed, and counts them.
+type confirmGate struct {
+	*memory.Backend
+	open     chan struct{}
+	confirms atomic.Int32
+}
+
+func (g *confirmGate) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
+	if req.Fresh && req.Reentry {
+		g.confirms.Add(1)
+		select {
+		case <-g.open:
+		case <-ctx.Done():
+			return locker.Acquisition{}, errors.Join(locker.ErrUnavailable, ctx.Err())
+		}
+	}
+	return g.Backend.Acquire(ctx, req)
+}
+
+// lockInBackground starts c.Lock of key and returns the channel of its Lease (nil on error).
+func lockInBackground(t *testing.T, c *locker.Client, key string) <-chan *locker.Lease {
+	got := make(chan *locker.Lease, 1)
+	go func() {
+		l, err := c.Lock(context.Background(), key)
+		if err != nil {
+			t.Errorf("Lock: %v", err)
+		}
+		got <- l
+	}()
+	return got
+}
+
+// A Lock that waits behind another Client's hold gets the key that the holder's Unlock granted
+// it as soon as the notice comes, before the backend confirms the grant; its Unlock waits for
+// that confirmation (so that the release cannot overtake it), and the key is free after it.
+func TestGrantTakenOnNotice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		b := &confirmGate{Backend: memory.New(), open: make(chan struct{})}
+		holder, waiter := locker.New(b, locker.WithTTL(time.Second)), locker.New(b, locker.WithTTL(time.Second))
+		defer holder.Close()
+		defer waiter.Close()
+		held, err := holder.Lock(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := lockInBackground(t, waiter, "k")
+		synctest.Wait() // it waits in the backend's queue
+		if err := held.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		var l *locker.Lease
+		select {
+		case l = <-got:
+		default:
+			t.Fatal("the waiter's Lock did not return while the grant was unconfirmed")
+		}
+		if n := b.confirms.Load(); n != 1 {
+			t.Fatalf("%d confirmations sent, want 1 (held back)", n)
+		}
+		if st, _ := b.Inspect(ctx, "k"); !st.Locked || st.Owner != l.Owner() || st.Holds != 1 {
+			t.Fatalf("after the grant: %+v, want the waiter's owner %s holding it once", st, l.Owner())
+		}
+		unlocked := make(chan error, 1)
+		go func() { unlocked <- l.Unlock() }()
+		synctest.Wait()
+		select {
+		case err := <-unlocked:
+			t.Fatalf("Unlock returned (%v) before the grant was confirmed", err)
+		default:
+		}
+		close(b.open)
+		if err := <-unlocked; err != nil {
+			t.Fatalf("Unlock after the confirmation: %v", err)
+		}
+		if st, _ := b.Inspect(ctx, "k"); st.Locked {
+			t.Fatalf("after Unlock: %+v, want free", st)
+		}
+	})
+}
+
+// When the grant is gone before its confirmation (forced away), the Lease that took it is lost
+// (ErrLockLost), and its Unlock says ErrNotHeld.
+func TestGrantLostBeforeConfirmation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		b := &confirmGate{Backend: memory.New(), open: make(chan struct{})}
+		holder, waiter := locker.New(b, locker.WithTTL(time.Second)), locker.New(b, locker.WithTTL(time.Second))
+		defer holder.Close()
+		defer waiter.Close()
+		held, err := holder.Lock(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := lockInBackground(t, waiter, "k")
+		synctest.Wait()
+		if err := held.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+		l := <-got
+		if l == nil {
+			t.FailNow()
+		}
+		if _, err := b.ForceRelease(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+		close(b.open)
+		synctest.Wait()
+		if cause := context.Cause(l.Context()); !errors.Is(cause, locker.ErrLockLost) {
+			t.Fatalf("the lease's cause after its grant was forced away = %v, want ErrLockLost", cause)
+		}
+		if err := l.Unlock(); !errors.Is(err, locker.ErrNotHeld) {
+			t.Fatalf("Unlock of a lost grant = %v, want ErrNotHeld", err)
+		}
+	})
+}
