@@ -3,6 +3,7 @@ package locker_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -127,6 +128,77 @@ func TestGrantLostBeforeConfirmation(t *testing.T) {
 		}
 		if err := l.Unlock(); !errors.Is(err, locker.ErrNotHeld) {
 			t.Fatalf("Unlock of a lost grant = %v, want ErrNotHeld", err)
+		}
+	})
+}
+
+// refusalBarrier is a memory backend whose first n Acquire calls that wait (Wait > 0) proceed
+// together, once all n have come: n Lock calls of one Client are all refused before any of them
+// makes the Client's local turn.
+type refusalBarrier struct {
+	*memory.Backend
+	mu      sync.Mutex
+	n       int
+	arrived chan struct{}
+}
+
+func (b *refusalBarrier) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
+	if req.Wait > 0 {
+		b.mu.Lock()
+		wait := b.n > 0
+		if wait {
+			if b.n--; b.n == 0 {
+				close(b.arrived)
+			}
+		}
+		b.mu.Unlock()
+		if wait {
+			<-b.arrived
+		}
+	}
+	return b.Backend.Acquire(ctx, req)
+}
+
+// Lock calls of one Client that were refused by the backend, and then wait in the Client's
+// local turn behind another of them, leave no entry in the backend's queue: a release would
+// grant them the key while they do not listen, and it would stay idle for the grant's lease.
+func TestTurnWaitersLeaveTheBackendQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		b := &refusalBarrier{Backend: memory.New(), arrived: make(chan struct{})}
+		holder, c := locker.New(b, locker.WithTTL(time.Second)), locker.New(b, locker.WithTTL(time.Second))
+		defer holder.Close()
+		defer c.Close()
+		held, err := holder.Lock(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.mu.Lock()
+		b.n = 4 // the next 4 are refused together
+		b.mu.Unlock()
+		got := make(chan *locker.Lease, 4)
+		for range 4 {
+			go func() { got <- <-lockInBackground(t, c, "k") }()
+		}
+		synctest.Wait()
+		if st, _ := b.Inspect(ctx, "k"); st.Queued != 1 {
+			t.Fatalf("with 4 Lock calls of one Client waiting: %d entries in the backend's queue, want 1 (the call that contends for the others)", st.Queued)
+		}
+		start := time.Now()
+		if err := held.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+		for range 4 {
+			l := <-got // in any order: each unlocks before the next gets the key
+			if l == nil {
+				t.FailNow()
+			}
+			if err := l.Unlock(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d := time.Since(start); d > 0 {
+			t.Errorf("the 4 Locks took %v of the bubble's clock after the Unlock, want none (no grant left idle)", d)
 		}
 	})
 }

@@ -64,12 +64,17 @@ func (c *Client) leaveTurn(key string, t *turn, holding bool) {
 
 // takeTurn waits for the token. Waiting counts against the retry strategy as waiting for the
 // lock would: each of its waits that passes without the token is a retry, and when the strategy
-// gives up, so does the call. It returns the retries used.
+// gives up, so does the call. It returns the retries used. A call that must wait takes the
+// backend queue entry that its refusal left out first (in the background): a release would
+// grant it the key (Granter) while it does not listen.
 func (c *Client) takeTurn(ctx context.Context, r *request, t *turn) (int, error) {
 	select {
 	case <-t.token:
 		return 0, nil
 	default:
+	}
+	if r.grant > 0 {
+		c.dequeue(r)
 	}
 	var w waiter
 	defer w.stop()
