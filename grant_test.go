@@ -46,6 +46,35 @@ func lockInBackground(t *testing.T, c *locker.Client, key string) <-chan *locker
 	return got
 }
 
+// grantedLease makes a Client hold "k" on b and another one wait for it, unlocks the first, and
+// returns the waiter's Lease, which must come while b holds its confirmation back (in a
+// synctest bubble). Both Clients close at the end of the test.
+func grantedLease(t *testing.T, b *confirmGate) *locker.Lease {
+	t.Helper()
+	holder, waiter := locker.New(b, locker.WithTTL(time.Second)), locker.New(b, locker.WithTTL(time.Second))
+	t.Cleanup(func() { holder.Close(); waiter.Close() })
+	held, err := holder.Lock(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := lockInBackground(t, waiter, "k")
+	synctest.Wait() // it waits in the backend's queue
+	if err := held.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	select {
+	case l := <-got:
+		if l == nil {
+			t.FailNow()
+		}
+		return l
+	default:
+		t.Fatal("the waiter's Lock did not return while the grant was unconfirmed")
+	}
+	return nil
+}
+
 // A Lock that waits behind another Client's hold gets the key that the holder's Unlock granted
 // it as soon as the notice comes, before the backend confirms the grant; its Unlock waits for
 // that confirmation (so that the release cannot overtake it), and the key is free after it.
@@ -53,25 +82,7 @@ func TestGrantTakenOnNotice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		b := &confirmGate{Backend: memory.New(), open: make(chan struct{})}
-		holder, waiter := locker.New(b, locker.WithTTL(time.Second)), locker.New(b, locker.WithTTL(time.Second))
-		defer holder.Close()
-		defer waiter.Close()
-		held, err := holder.Lock(ctx, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := lockInBackground(t, waiter, "k")
-		synctest.Wait() // it waits in the backend's queue
-		if err := held.Unlock(); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		var l *locker.Lease
-		select {
-		case l = <-got:
-		default:
-			t.Fatal("the waiter's Lock did not return while the grant was unconfirmed")
-		}
+		l := grantedLease(t, b)
 		if n := b.confirms.Load(); n != 1 {
 			t.Fatalf("%d confirmations sent, want 1 (held back)", n)
 		}
@@ -102,22 +113,7 @@ func TestGrantLostBeforeConfirmation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		b := &confirmGate{Backend: memory.New(), open: make(chan struct{})}
-		holder, waiter := locker.New(b, locker.WithTTL(time.Second)), locker.New(b, locker.WithTTL(time.Second))
-		defer holder.Close()
-		defer waiter.Close()
-		held, err := holder.Lock(ctx, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := lockInBackground(t, waiter, "k")
-		synctest.Wait()
-		if err := held.Unlock(); err != nil {
-			t.Fatal(err)
-		}
-		l := <-got
-		if l == nil {
-			t.FailNow()
-		}
+		l := grantedLease(t, b)
 		if _, err := b.ForceRelease(ctx, "k"); err != nil {
 			t.Fatal(err)
 		}
