@@ -161,9 +161,10 @@ func (c *Client) registerPending(ctx context.Context, r *request, g *gift, backg
 	return l
 }
 
-// settle applies the outcome of the HandOff of g to the taker's hold: confirmed, its lease
-// counts from the HandOff's send and it is renewed from now on; refused (the giver's hold was
-// gone), its leases are lost; unknown, the next renewal tells whether the taker holds the key.
+// settle applies the outcome of the call that confirms g (its HandOff, or the Acquire that takes
+// a grant: grant.go) to the taker's hold: confirmed, its lease counts from the call's send and it
+// is renewed from now on; refused (the giver's hold, or the grant, was gone), its leases are
+// lost; unknown, the next renewal tells whether the taker holds the key.
 func (c *Client) settle(full string, g *gift, res HandOffResult, err error, sent time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -66,14 +66,15 @@ func (c *Client) leaveTurn(key string, t *turn, holding bool) {
 // lock would: each of its waits that passes without the token is a retry, and when the strategy
 // gives up, so does the call. It returns the retries used. A call that must wait takes the
 // backend queue entry that its refusal left out first (in the background): a release would
-// grant it the key (Granter) while it does not listen.
+// grant it the key (Granter) while it does not listen. (An acquire whose outcome is unknown is
+// left alone: its Dequeue could come first; the call sends it again when its turn comes.)
 func (c *Client) takeTurn(ctx context.Context, r *request, t *turn) (int, error) {
 	select {
 	case <-t.token:
 		return 0, nil
 	default:
 	}
-	if r.grant > 0 {
+	if r.grant > 0 && !r.pending {
 		c.dequeue(r)
 	}
 	var w waiter
