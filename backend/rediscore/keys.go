@@ -70,6 +70,34 @@ func MarkerAndChannel(key, id string) (marker, channel string) {
 	return s[:n], s[n:]
 }
 
+// companionNames names several companions of key in one allocation: names[i] gets the companion of
+// key with suffixes[i] and ids[i] (as companion does) for every suffix that is not "". It is for
+// the hot path, where a call needs its marker, queue and channel names at once.
+func companionNames(key string, suffixes, ids [4]string, names *[4]string) {
+	n := 0
+	for i, suffix := range suffixes {
+		if suffix != "" {
+			n += companionLen(key, suffix, ids[i])
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	var ends [4]int
+	for i, suffix := range suffixes {
+		if suffix != "" {
+			appendCompanion(&b, key, suffix, ids[i])
+		}
+		ends[i] = b.Len()
+	}
+	s, start := b.String(), 0
+	for i, suffix := range suffixes {
+		if suffix != "" {
+			names[i] = s[start:ends[i]]
+		}
+		start = ends[i]
+	}
+}
+
 // companion returns the name P + ":locker:" + suffix + the id's part + Z described above.
 func companion(key, suffix, id string) string {
 	var b strings.Builder
