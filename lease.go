@@ -25,6 +25,7 @@ type Lease struct {
 	renew         bool
 	shared        bool   // a shared hold (RLock)
 	fresh         bool   // owner is a fresh token of this Client's (ReleaseRequest.Fresh)
+	releaseID     string // the request ID of the release of this lease (made with the acquire's)
 	outer         *Lease // the lease whose context this one's was derived from, if any
 	seq           uint64 // Client.seq when it was registered: orders it against the hold's operations
 	turn          *turn  // the local turn this lease holds, passed on by Unlock or loss; nil if none
@@ -188,7 +189,7 @@ func (l *Lease) Unlock() error {
 		err = l.client.handOff(ctx, l, g)
 	} else {
 		l.client.forget(l)
-		err = l.client.release(ctx, l.fullKey, l.owner, l.shared)
+		err = l.client.release(ctx, l.fullKey, l.owner, l.releaseID, l.shared)
 		l.passTurn() // after the release: the next local waiter tries at once
 	}
 	timedOut := ctx.Err() != nil
@@ -227,12 +228,16 @@ func (l *Lease) passTurn() {
 // releaseAttempts is how many times Unlock sends a release while the backend is unavailable.
 const releaseAttempts = 3
 
-// release removes one hold of owner on full (a shared one when shared), sending the request
-// again with the same ID while the backend is unavailable. It never sets ReleaseRequest.Fresh:
+// release removes one hold of owner on full (a shared one when shared), with request ID id (a
+// fresh one when ""), sending the request again with the same ID while the backend is
+// unavailable. It never sets ReleaseRequest.Fresh:
 // a driver may send a release again unseen (go-redis after a network error), and only the
 // request's marker then tells that the first send released the hold.
-func (c *Client) release(ctx context.Context, full, owner string, shared bool) error {
-	req := ReleaseRequest{Key: full, Owner: owner, ID: c.ids.next(), Shared: shared}
+func (c *Client) release(ctx context.Context, full, owner, id string, shared bool) error {
+	if id == "" {
+		id = c.ids.next()
+	}
+	req := ReleaseRequest{Key: full, Owner: owner, ID: id, Shared: shared}
 	return c.releaseWhileUnavailable(ctx, req, releaseAttempts, nil)
 }
 
