@@ -262,7 +262,7 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 	r := &request{key: key, full: full, owner: cfg.owner, reentry: cfg.heldOwner, cfg: cfg, shared: shared}
 	if r.owner == "" {
 		if carrier := carrierOf(ctx, full); carrier != nil {
-			if errors.Is(context.Cause(carrier.ctx), ErrLockLost) {
+			if errors.Is(context.Cause(carrier.Context()), ErrLockLost) {
 				return nil, lostReentry(key) // the Client saw the hold go
 			}
 			r.owner, r.reentry = carrier.owner, true
@@ -628,9 +628,8 @@ func (c *Client) newLease(ctx context.Context, r *request, res Acquisition, sent
 	if c.cfg.obs != nil {
 		l.granted = sinceEpoch()
 	}
-	l.ctx, l.cancel = context.WithCancelCause(&l.values)
 	if !cfg.renew {
-		l.ctx, l.stop = context.WithDeadlineCause(l.ctx, validUntil(sent, cfg.ttl), ErrLockLost)
+		l.deadline = validUntil(sent, cfg.ttl) // its context's (made by Context)
 	}
 	return l
 }
