@@ -65,7 +65,7 @@ func (d *driver) Cluster() bool { return d.cluster }
 
 // Eval runs s through its Lua object: EVALSHA, then EVAL on NOSCRIPT.
 func (d *driver) Eval(ctx context.Context, s *rediscore.Script, keys, args []string) (rediscore.Reply, error) {
-	return rediscore.DecodedReply(d.scripts[s].Exec(ctx, d.c, keys, args).ToAny())
+	return rediscore.MessageReply(d.scripts[s].Exec(ctx, d.c, keys, args).ToMessage())
 }
 
 // EvalBatch sends one EVALSHA per call in one DoMulti, and the calls refused with NOSCRIPT
