@@ -628,6 +628,7 @@ func (c *Client) newLease(ctx context.Context, r *request, res Acquisition, sent
 	if c.cfg.obs != nil {
 		l.granted = sinceEpoch()
 	}
+	r.releaseID = "" // one lease's: another lease of r (none is handed out) makes its own
 	if !cfg.renew {
 		l.deadline = validUntil(sent, cfg.ttl) // its context's (made by Context)
 	}
