@@ -225,10 +225,14 @@ type request struct {
 
 	// The current acquire request: its ID, when it was first sent, the hold's seq then (see
 	// opStart), and whether its outcome is unknown (sent, but no answer came back).
-	id      string
-	idSent  time.Time
-	idSeq   uint64
-	pending bool
+	// firstID is the ID of the first acquire, until it is sent; releaseID that of the release
+	// of the lease (made with them, in one allocation: see idSource.start).
+	firstID   string
+	releaseID string
+	id        string
+	idSent    time.Time
+	idSeq     uint64
+	pending   bool
 }
 
 // obtain is Lock (wait == true) and TryLock.
@@ -259,7 +263,7 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 	r := &request{key: key, full: full, owner: cfg.owner, reentry: cfg.heldOwner, cfg: cfg, shared: shared}
 	if r.owner == "" {
 		if carrier := carrierOf(ctx, full); carrier != nil {
-			if errors.Is(context.Cause(carrier.ctx), ErrLockLost) {
+			if errors.Is(context.Cause(carrier.Context()), ErrLockLost) {
 				return nil, lostReentry(key) // the Client saw the hold go
 			}
 			r.owner, r.reentry = carrier.owner, true
@@ -268,8 +272,12 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 	} else if r.reentry {
 		c.awaitHandOff(ctx, c.holdOf(full, r.owner)) // WithHeldOwner
 	}
-	if r.fresh = r.owner == ""; r.fresh {
-		r.owner = newOwnerToken(cfg.label)
+	// The owner token (of a fresh owner), the first acquire's ID and the release's, at once.
+	var owner string
+	r.fresh = r.owner == ""
+	owner, r.firstID, r.releaseID = c.ids.start(cfg.label, r.fresh)
+	if r.fresh {
+		r.owner = owner
 	}
 	_, mayRetry := cfg.retry.Backoff(0)
 	if wait && mayRetry && kinds && !r.reentry {
@@ -338,7 +346,10 @@ func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedE
 		}
 	}
 	if !r.pending {
-		r.id, r.idSent = c.ids.next(), time.Now()
+		r.id, r.firstID, r.idSent = r.firstID, "", time.Now()
+		if r.id == "" {
+			r.id = c.ids.next()
+		}
 		if !r.fresh {
 			r.idSeq = c.opStart(r.full, r.owner)
 		}
@@ -630,15 +641,15 @@ func (c *Client) newLease(ctx context.Context, r *request, res Acquisition, sent
 	l := &Lease{
 		client: c, key: r.key, fullKey: r.full, owner: r.owner, token: res.Token,
 		holds: res.Holds, ttl: cfg.ttl, unlockTimeout: cfg.unlock, renew: cfg.renew, outer: outerLease(ctx), turn: r.turn,
-		shared: r.shared, fresh: r.fresh,
+		shared: r.shared, fresh: r.fresh, releaseID: r.releaseID,
 	}
 	l.values = leaseValues{parent: ctx, lease: l}
 	if c.cfg.obs != nil {
 		l.granted = sinceEpoch()
 	}
-	l.ctx, l.cancel = context.WithCancelCause(&l.values)
+	r.releaseID = "" // one lease's: another lease of r (none is handed out) makes its own
 	if !cfg.renew {
-		l.ctx, l.stop = context.WithDeadlineCause(l.ctx, validUntil(sent, cfg.ttl), ErrLockLost)
+		l.deadline = validUntil(sent, cfg.ttl) // its context's (made by Context)
 	}
 	return l
 }

@@ -73,12 +73,12 @@ func (c *Client) handOff(ctx context.Context, l *Lease, g *gift) error {
 	case <-g.ready:
 	case <-ctx.Done():
 		if c.withdraw(l.turn, g) {
-			return c.release(ctx, l.fullKey, l.owner, false, l.fresh) // ctx ended: it says so
+			return c.release(ctx, l.fullKey, l.owner, l.releaseID, false, l.fresh) // ctx ended: it says so
 		}
 		<-g.ready // claimed meanwhile: the taker is about to close it
 	}
 	if g.to == "" {
-		return c.release(ctx, l.fullKey, l.owner, false, l.fresh)
+		return c.release(ctx, l.fullKey, l.owner, l.releaseID, false, l.fresh)
 	}
 	req := HandOffRequest{Key: l.fullKey, From: l.owner, To: g.to, TTL: g.ttl}
 	var (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,17 +26,28 @@ type Lease struct {
 	renew         bool
 	shared        bool   // a shared hold (RLock)
 	fresh         bool   // owner is a fresh token of this Client's (ReleaseRequest.Fresh)
+	releaseID     string // the request ID of the release of this lease (made with the acquire's)
 	outer         *Lease // the lease whose context this one's was derived from, if any
 	seq           uint64 // Client.seq when it was registered: orders it against the hold's operations
 	turn          *turn  // the local turn this lease holds, passed on by Unlock or loss; nil if none
 
-	own      hold        // the hold, when this lease was its first: one allocation for both
-	values   leaseValues // the parent of ctx
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
-	stop     context.CancelFunc // ends the deadline of a fixed lease; nil when renewed
-	unlocked atomic.Bool
-	passed   atomic.Bool // the turn was handed on
+	own    hold        // the hold, when this lease was its first: one allocation for both
+	values leaseValues // the parent of ctx
+
+	// The lease's context is made at the first call of Context (most leases are unlocked
+	// without one: two allocations saved); end records its cause until then. ctxMu guards them.
+	ctxMu    sync.Mutex
+	ctx      context.Context         // nil until Context is called
+	cancel   context.CancelCauseFunc // ends ctx's parent: nil with ctx
+	stop     context.CancelFunc      // ends the deadline of a fixed lease; nil when renewed
+	ended    bool                    // end was called
+	cause    error                   // the cause of the first end
+	endedAt  time.Time               // when a fixed lease ended, to tell whether its deadline came first
+	deadline time.Time               // a fixed lease's: its context's deadline; zero when renewed
+
+	unlocking unlockCtx // the context of Unlock's calls
+	unlocked  atomic.Bool
+	passed    atomic.Bool // the turn was handed on
 
 	// For the Client's Observer: when the lease was granted (sinceEpoch; 0 without an
 	// Observer), and whether lose reported it lost (guarded by Client.mu).
@@ -97,7 +109,32 @@ func (l *Lease) Context() context.Context {
 	if l == nil {
 		return notHeldContext
 	}
+	l.ctxMu.Lock()
+	defer l.ctxMu.Unlock()
+	if l.ctx == nil {
+		l.makeContext()
+	}
 	return l.ctx
+}
+
+// makeContext makes the lease's context, as it would be had it been made with the lease: ended
+// already when end was called (with end's cause, or with ErrLockLost past a fixed lease's
+// deadline when that came first). l.ctxMu is held.
+func (l *Lease) makeContext() {
+	ctx, cancel := context.WithCancelCause(&l.values)
+	if l.ended && (l.renew || l.endedAt.Before(l.deadline)) {
+		cancel(l.cause) // before the deadline's context, which inherits it
+	}
+	l.ctx, l.cancel = ctx, cancel
+	if !l.renew {
+		l.ctx, l.stop = context.WithDeadlineCause(ctx, l.deadline, ErrLockLost)
+	}
+	if l.ended {
+		l.cancel(l.cause)
+		if l.stop != nil {
+			l.stop()
+		}
+	}
 }
 
 // Owner returns the lease's owner token. Keep it secret: whoever has it can re-enter and release
@@ -138,11 +175,34 @@ func (*leaseValues) Err() error                  { return nil }
 func (v *leaseValues) String() string            { return "locker.Lease.Context" }
 
 func (v *leaseValues) Value(key any) any {
-	if key == (ownershipKey{}) {
+	switch key {
+	case ownershipKey{}:
 		return v.lease
+	case cancelCtxKey:
+		return nil // as context.WithoutCancel: the parent's cancellation is not ours
 	}
 	return v.parent.Value(key)
 }
+
+// cancelCtxKey is the private key under which package context finds the nearest context made by
+// WithCancel or WithCancelCause in a chain of contexts (for context.Cause, and to propagate
+// cancellation). A context made from the lease's values must not find one of the parent's there:
+// context.Cause of Unlock's context (unlockCtx) would return the cause with which Lock's ctx
+// ended. The key is caught by asking context.Cause about a context that records it.
+var cancelCtxKey = func() any {
+	var p keyProbe
+	_ = context.Cause(&p)
+	return p.key
+}()
+
+// keyProbe is a context that has ended, and records the key its Value was last asked for.
+type keyProbe struct {
+	context.Context
+	key any
+}
+
+func (p *keyProbe) Err() error        { return context.Canceled }
+func (p *keyProbe) Value(key any) any { p.key = key; return nil }
 
 var notHeldContext = func() context.Context {
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -179,8 +239,10 @@ func (l *Lease) Unlock() error {
 	}
 	l.end(nil)
 	// The release keeps the values of the lease's context (tracing) but not its end: l.values is
-	// the parent of l.ctx, without cancellation (context.WithoutCancel, with no allocation).
-	ctx, cancel := context.WithTimeout(&l.values, l.unlockTimeout)
+	// the parent of l.ctx, without cancellation (context.WithoutCancel, with no allocation), and
+	// l.unlocking is WithTimeout of it, in the Lease's allocation.
+	l.unlocking.start(&l.values, l.unlockTimeout)
+	ctx := context.Context(&l.unlocking)
 	l.client.awaitHandOff(ctx, l.hold) // the release must not overtake the hand-off that gave l
 	var err error
 	if g := l.client.offerHandOff(l); g != nil {
@@ -188,11 +250,11 @@ func (l *Lease) Unlock() error {
 		err = l.client.handOff(ctx, l, g)
 	} else {
 		l.client.forget(l)
-		err = l.client.release(ctx, l.fullKey, l.owner, l.shared, l.fresh)
+		err = l.client.release(ctx, l.fullKey, l.owner, l.releaseID, l.shared, l.fresh)
 		l.passTurn() // after the release: the next local waiter tries at once
 	}
 	timedOut := ctx.Err() != nil
-	cancel()
+	l.unlocking.stop()
 	switch {
 	case err != nil && timedOut:
 		err = fmt.Errorf("locker: unlock %s: no answer within %v (WithUnlockTimeout); the hold may stay until its lease runs out: %w", display.Key(l.key), l.unlockTimeout, err)
@@ -208,10 +270,20 @@ func (l *Lease) Unlock() error {
 // end ends the lease's context with cause (nil: context.Canceled, for Unlock). A lost or closed
 // lease passes its turn on, since no Unlock may ever come.
 func (l *Lease) end(cause error) {
-	l.cancel(cause)
-	if l.stop != nil {
-		l.stop()
+	l.ctxMu.Lock()
+	if !l.ended {
+		l.ended, l.cause = true, cause
+		if !l.renew {
+			l.endedAt = time.Now()
+		}
 	}
+	if l.cancel != nil {
+		l.cancel(cause)
+		if l.stop != nil {
+			l.stop()
+		}
+	}
+	l.ctxMu.Unlock()
 	if cause != nil {
 		l.passTurn()
 	}
@@ -227,15 +299,19 @@ func (l *Lease) passTurn() {
 // releaseAttempts is how many times Unlock sends a release while the backend is unavailable.
 const releaseAttempts = 3
 
-// release removes one hold of owner on full (a shared one when shared), sending the request
-// again with the same ID while the backend is unavailable; ctx is Unlock's, whose deadline
-// bounds every send and every wait for a reply. A driver may send a release again unseen
-// (go-redis after a network error), and only the request's marker then tells that the first
-// send released the hold. For a fresh owner (fresh), the marker of its last release need only
-// live while a reply may be read: ReleaseRequest.ReplyWindow is the time left until ctx's
-// deadline, measured before the first send (the server starts the marker's life later).
-func (c *Client) release(ctx context.Context, full, owner string, shared, fresh bool) error {
-	req := ReleaseRequest{Key: full, Owner: owner, ID: c.ids.next(), Shared: shared}
+// release removes one hold of owner on full (a shared one when shared), with request ID id (a
+// fresh one when ""), sending the request again with the same ID while the backend is
+// unavailable; ctx is Unlock's, whose deadline bounds every send and every wait for a reply. A
+// driver may send a release again unseen (go-redis after a network error), and only the
+// request's marker then tells that the first send released the hold. For a fresh owner (fresh),
+// the marker of its last release need only live while a reply may be read:
+// ReleaseRequest.ReplyWindow is the time left until ctx's deadline, measured before the first
+// send (the server starts the marker's life later).
+func (c *Client) release(ctx context.Context, full, owner, id string, shared, fresh bool) error {
+	if id == "" {
+		id = c.ids.next()
+	}
+	req := ReleaseRequest{Key: full, Owner: owner, ID: id, Shared: shared}
 	if fresh {
 		req.Fresh, req.ReplyWindow = true, replyWindow(ctx)
 	}

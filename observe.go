@@ -267,7 +267,7 @@ func refusedOnly(err error) bool {
 // observeUnlock reports l's Unlock, which returns err.
 func (l *Lease) observeUnlock(o *observers, err error) {
 	if o.Unlock != nil {
-		o.Unlock(l.ctx, UnlockEvent{Lease: l, Held: sinceEpoch() - l.granted, Lost: l.lost, Err: err})
+		o.Unlock(l.Context(), UnlockEvent{Lease: l, Held: sinceEpoch() - l.granted, Lost: l.lost, Err: err})
 	}
 }
 
@@ -277,7 +277,7 @@ func (l *Lease) lose(why LostCause) {
 	if !l.lost {
 		l.lost = true
 		if o := l.client.cfg.obs; o != nil && o.Lost != nil {
-			o.Lost(l.ctx, LostEvent{Lease: l, Cause: why, Held: sinceEpoch() - l.granted})
+			o.Lost(l.Context(), LostEvent{Lease: l, Cause: why, Held: sinceEpoch() - l.granted})
 		}
 	}
 	l.end(ErrLockLost)

@@ -77,17 +77,26 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		return locker.Acquisition{}, fmt.Errorf("%s: acquire %s: wait %v: %w", b.prefix, display.Key(req.Key), req.Wait, locker.ErrInvalid)
 	}
 	queued := req.Shared || req.Fair || req.Wait > 0
+	// The companions' names in one allocation: marker, queue, fence, channel.
+	var suffixes [4]string
+	if req.ID != "" {
+		suffixes[0] = "req:"
+	}
+	if queued {
+		suffixes[1], suffixes[3] = "queue", "released"
+	}
+	if req.Fence {
+		suffixes[2] = "fence"
+	}
+	var names [4]string
+	companionNames(req.Key, suffixes, [4]string{req.ID}, &names)
 	buf := make([]string, 11) // keys and args in one allocation: at most 4 keys, then 7 args
 	keys := buf[:1:4]
 	keys[0] = req.Key
-	if req.ID != "" {
-		keys = append(keys, MarkerKey(req.Key, req.ID))
-	}
-	if queued {
-		keys = append(keys, QueueKey(req.Key))
-	}
-	if req.Fence {
-		keys = append(keys, FenceKey(req.Key))
+	for _, name := range names[:3] {
+		if name != "" {
+			keys = append(keys, name)
+		}
 	}
 	flags := acquireFlags.of(req.ID != "", req.Fence, req.Fresh, req.Reentry, req.Shared, req.Fair, queued)
 	var args []string
@@ -96,7 +105,7 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		if req.Wait > 0 {
 			wait = formatMillis(req.Wait, &lastWait)
 		}
-		args = append(buf[4:4], req.Owner, millis(req.TTL), flags, wait, Channel(req.Key))
+		args = append(buf[4:4], req.Owner, millis(req.TTL), flags, wait, names[3])
 		if req.Grant > 0 {
 			args = append(args, formatMillis(req.Grant, &lastGrant), req.ID)
 		}

@@ -61,21 +61,41 @@ func Channel(key string) string { return companion(key, "released", "") }
 // releaseNames returns what a release sends besides the key: MarkerKey(key, id) ("" when id is
 // ""), Channel(key), QueueKey(key) and FenceKey(key), in one allocation.
 func releaseNames(key, id string) (marker, channel, queue, fence string) {
-	var b strings.Builder
-	n := companionLen(key, "released", "") + companionLen(key, "queue", "") + companionLen(key, "fence", "")
+	suffixes := [4]string{"", "released", "queue", "fence"}
 	if id != "" {
-		n += companionLen(key, "req:", id)
+		suffixes[0] = "req:"
 	}
+	var names [4]string
+	companionNames(key, suffixes, [4]string{id}, &names)
+	return names[0], names[1], names[2], names[3]
+}
+
+// companionNames names several companions of key in one allocation: names[i] gets the companion of
+// key with suffixes[i] and ids[i] (as companion does) for every suffix that is not "". It is for
+// the hot path, where a call needs its marker, queue and channel names at once.
+func companionNames(key string, suffixes, ids [4]string, names *[4]string) {
+	n := 0
+	for i, suffix := range suffixes {
+		if suffix != "" {
+			n += companionLen(key, suffix, ids[i])
+		}
+	}
+	var b strings.Builder
 	b.Grow(n)
 	var ends [4]int
-	for i, part := range [4]struct{ suffix, id string }{{"req:", id}, {"released", ""}, {"queue", ""}, {"fence", ""}} {
-		if i > 0 || id != "" {
-			appendCompanion(&b, key, part.suffix, part.id)
+	for i, suffix := range suffixes {
+		if suffix != "" {
+			appendCompanion(&b, key, suffix, ids[i])
 		}
 		ends[i] = b.Len()
 	}
-	s := b.String()
-	return s[:ends[0]], s[ends[0]:ends[1]], s[ends[1]:ends[2]], s[ends[2]:ends[3]]
+	s, start := b.String(), 0
+	for i, suffix := range suffixes {
+		if suffix != "" {
+			names[i] = s[start:ends[i]]
+		}
+		start = ends[i]
+	}
 }
 
 // companion returns the name P + ":locker:" + suffix + the id's part + Z described above.

@@ -202,3 +202,28 @@ func TestReleaseNames(t *testing.T) {
 		}
 	}
 }
+
+// companionNames names what MarkerKey, QueueKey, FenceKey and Channel name, for any subset of
+// them, whatever the key and the ID.
+func TestCompanionNamesAtOnce(t *testing.T) {
+	long := strings.Repeat("k", 200)
+	for _, key := range []string{"job", "{user}:7", "a{b", "x{}y", "}x", long, long + "{t}", "{t}" + long} {
+		for _, id := range []string{"abc.1", "with space", strings.Repeat("i", 100)} {
+			all := [4]string{"req:", "queue", "fence", "released"}
+			want := [4]string{MarkerKey(key, id), QueueKey(key), FenceKey(key), Channel(key)}
+			for set := range 16 {
+				var suffixes, expect [4]string
+				for i := range 4 {
+					if set&(1<<i) != 0 {
+						suffixes[i], expect[i] = all[i], want[i]
+					}
+				}
+				var got [4]string
+				companionNames(key, suffixes, [4]string{id}, &got)
+				if got != expect {
+					t.Errorf("companionNames(%q, %q, %q) = %q, want %q", key, suffixes, id, got, expect)
+				}
+			}
+		}
+	}
+}

@@ -65,7 +65,7 @@ func (d *driver) Cluster() bool { return d.cluster }
 
 // Eval runs s through its Lua object: EVALSHA, then EVAL on NOSCRIPT.
 func (d *driver) Eval(ctx context.Context, s *rediscore.Script, keys, args []string) (rediscore.Reply, error) {
-	return rediscore.DecodedReply(d.scripts[s].Exec(ctx, d.c, keys, args).ToAny())
+	return reply(d.scripts[s].Exec(ctx, d.c, keys, args))
 }
 
 // EvalBatch sends one EVALSHA per call in one DoMulti, and the calls refused with NOSCRIPT
@@ -162,3 +162,21 @@ func (p pubsub) Do(ctx context.Context, commands ...rediscore.PubSubCommand) err
 }
 
 func (p pubsub) Close() { p.dc.Close() }
+
+// reply converts a script's reply as rediscore.DecodedReply converts its ToAny, without ToAny's
+// allocations (see rediscore.ArrayReply).
+func reply(res valkey.ValkeyResult) (rediscore.Reply, error) {
+	m, err := res.ToMessage()
+	switch {
+	case err != nil:
+		return rediscore.Reply{}, err
+	case m.IsInt64():
+		v, err := m.AsInt64()
+		return rediscore.Reply{Int: v}, err
+	}
+	elems, err := m.ToArray()
+	if err != nil {
+		return rediscore.Reply{}, err
+	}
+	return rediscore.ArrayReply(elems)
+}
