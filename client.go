@@ -267,7 +267,7 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 				return nil, lostReentry(key) // the Client saw the hold go
 			}
 			r.owner, r.reentry = carrier.owner, true
-			c.awaitHandOff(ctx, carrier.hold) // the re-entry must not overtake it
+			carrier.client.awaitHandOff(ctx, carrier.hold) // the re-entry must not overtake it (its Client guards the hold)
 		}
 	} else if r.reentry {
 		c.awaitHandOff(ctx, c.holdOf(full, r.owner)) // WithHeldOwner
