@@ -20,6 +20,7 @@ import (
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
 	"github.com/hashlock/locker/backend/memory"
+	"github.com/hashlock/locker/backend/rediscore"
 	"github.com/hashlock/locker/internal/redistest"
 	lockerotel "github.com/hashlock/locker/otel"
 )
@@ -38,7 +39,7 @@ func TestMetricsAndSpans(t *testing.T) {
 			m := redistest.Miniredis(t)
 			rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0", Dialer: func(context.Context, string, string) (net.Conn, error) { return m.Dial() }})
 			t.Cleanup(func() { rdb.Close() })
-			return goredis.New(rdb)
+			return goredis.New(rdb, rediscore.WithNoticeLinger(0)) // no connection outlives the bubble
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,6 +79,7 @@ func TestMetricsAndSpans(t *testing.T) {
 					t.Fatal(err)
 				}
 				waiter := <-got
+				synctest.Wait() // the unlock granted it the key: its confirmation is done
 				if _, err := b.ForceRelease(ctx, "jobs:1"); err != nil {
 					t.Fatal(err)
 				}
