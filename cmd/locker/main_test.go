@@ -124,9 +124,10 @@ func lockKey(t *testing.T, lib *locker.Client, key string) *locker.Lease {
 	return lease
 }
 
-// demoArgs is a short demo. The watchdog renews every ttl/3 (50ms), and the work at each depth
-// (80ms) outlasts that.
-var demoArgs = []string{"demo", "--ttl=150ms", "--work=80ms", "--rounds=2"}
+// demoArgs is a short demo. The watchdog renews every ttl/3 (200ms), and the work at each depth
+// (250ms) outlasts that. A lease survives a renewal about 400ms late: with 150ms leases, the
+// demos failed with "lock lost" when four race-enabled test binaries shared the 2 cores.
+var demoArgs = []string{"demo", "--ttl=600ms", "--work=250ms", "--rounds=2"}
 
 // checkDemo checks the output of a demo of 2 rounds.
 func checkDemo(t *testing.T, out string, firstLine string) {
