@@ -36,7 +36,7 @@ func (c *Client) subscribe(ctx context.Context, r *request) (notices <-chan stru
 // backend confirms it: a new owner's renewed lease without fencing token, whose grant has at
 // least half its lease left. Otherwise it returns nil, and r's next attempt finds out.
 func (c *Client) takeGrant(ctx context.Context, r *request, id string) *Lease {
-	if id == "" || id != r.id || !r.fresh || r.reentry || r.pending || !r.cfg.renew || r.cfg.fence || r.grant <= 0 {
+	if id == "" || id != r.id || r.grant <= 0 || !r.mayGoOnUnconfirmed() {
 		return nil
 	}
 	validUntil := r.idSent.Add(r.grant)

@@ -119,7 +119,7 @@ func (c *Client) claimHandOff(ctx context.Context, r *request) *Lease {
 		return nil
 	}
 	var l *Lease
-	if r.fresh && !r.reentry && !r.pending && r.cfg.renew && !r.cfg.fence {
+	if r.mayGoOnUnconfirmed() {
 		l = c.registerPending(ctx, r, g, false)
 	}
 	if l == nil {
@@ -134,6 +134,13 @@ func (c *Client) claimHandOff(ctx context.Context, r *request) *Lease {
 	r.queued = false // the HandOff ends r's queue entry
 	close(g.ready)
 	return l
+}
+
+// mayGoOnUnconfirmed reports whether r may hold the key before the backend confirms it (a local
+// hand-off, a grant): a new owner's renewed lease that needs no fencing token, and no earlier
+// acquire of r's whose outcome is unknown (it must be resolved by sending it again).
+func (r *request) mayGoOnUnconfirmed() bool {
+	return r.fresh && !r.reentry && !r.pending && r.cfg.renew && !r.cfg.fence
 }
 
 // registerPending records the hold that g gives r's owner, pending until the backend confirms

@@ -43,14 +43,7 @@ func grants(e *env) {
 
 	released := time.Now()
 	ok(g.Release(ctx, locker.ReleaseRequest{Key: key, Owner: "holder"}))(t)
-	select {
-	case id := <-first:
-		if id != "first1" {
-			t.Fatalf("the first waiter was told of a grant with request ID %q, want %q (its latest request)", id, "first1")
-		}
-	case <-time.After(10 * e.ttl):
-		t.Fatal("the first waiter was not told of the grant of the key to it")
-	}
+	expectGrant(e, first, "first", "first1")
 	select {
 	case <-plain:
 	case <-time.After(10 * e.ttl):
@@ -75,14 +68,7 @@ func grants(e *env) {
 	}
 
 	ok(g.Release(ctx, locker.ReleaseRequest{Key: key, Owner: "first"}))(t)
-	select {
-	case id := <-second:
-		if id != "second1" {
-			t.Fatalf("the second waiter was told of a grant with request ID %q, want %q", id, "second1")
-		}
-	case <-time.After(10 * e.ttl):
-		t.Fatal("the second waiter was not told of the grant of the key to it")
-	}
+	expectGrant(e, second, "second", "second1")
 	ok(0, g.Dequeue(ctx, key, "second"))(t)
 	if st := ok(g.Inspect(ctx, key))(t); st.Locked || st.Queued != 0 {
 		t.Fatalf("after the second waiter gave up its grant: %+v, want the key free and nobody queued", st)
@@ -90,5 +76,19 @@ func grants(e *env) {
 	next := ok(g.Acquire(ctx, req("third", "third1")))(t)
 	if next.Holds != 1 || next.Token <= took.Token+1 {
 		t.Fatalf("Acquire after two grants = %+v, want Holds 1 and a token above %d (each grant draws one)", next, took.Token+1)
+	}
+}
+
+// expectGrant waits (up to 10 TTLs) for the notice of a grant to the waiter who on its
+// subscription notices, and fails the test unless it carries id, the ID of its latest request.
+func expectGrant(e *env, notices <-chan string, who, id string) {
+	e.t.Helper()
+	select {
+	case got := <-notices:
+		if got != id {
+			e.t.Fatalf("the %s waiter was told of a grant with request ID %q, want %q (its latest request)", who, got, id)
+		}
+	case <-time.After(10 * e.ttl):
+		e.t.Fatalf("the %s waiter was not told of the grant of the key to it", who)
 	}
 }
