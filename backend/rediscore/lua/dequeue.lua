@@ -9,24 +9,25 @@
 -- ARGV[1]  owner token
 -- ARGV[2]  the lock's notice channel (in the lock's cluster slot)
 -- Returns 1 when the owner had a live entry, 0 otherwise (no entry is no error). Error NOTALOCK
--- when the key, the queue or the counter is not what the scripts write: nothing is written.
+-- when the key or the queue is not what the scripts write, or the counter is not when a grant
+-- would draw from it: nothing is written.
 local lock, owner, channel = KEYS[2], ARGV[1], ARGV[2]
 local state = lockState(lock)
 if type(state) == 'table' then
   return state
 end
-local latest = counter(KEYS[3], 'fencing counter')
-if type(latest) == 'table' then
-  return latest
-end
 local q = loadQueue(KEYS[1])
 if q.err then
   return q
 end
+local latest = grantCounter(q, KEYS[3])
+if type(latest) == 'table' then
+  return latest
+end
 local live, behind, granted = dequeue(q, owner)
 if granted then
   if state == 'exclusive' and redis.call('hget', lock, owner) == '1' then
-    free(lock, channel, q, KEYS[3], tonumber(latest) or 0)
+    free(lock, channel, q, KEYS[3], latest)
   end
   return 1
 end

@@ -287,6 +287,20 @@ local function grant(q, lock, fence, latest)
   tidy(q)
   return head.owner
 end
+-- grantCounter returns the latest token of the fencing counter at fence that a grant to the head
+-- of q would draw after (0 when it would draw none: no grant, no token asked for, no counter yet),
+-- or an error reply; like counter, it is asked before anything is written, and only then.
+local function grantCounter(q, fence)
+  local head = q and q.entries[1]
+  if not (fence and head and head.grant and head.fence) then
+    return 0
+  end
+  local latest = counter(fence, 'fencing counter')
+  if type(latest) == 'table' then
+    return latest
+  end
+  return tonumber(latest) or 0
+end
 -- free deletes the lock, whose last hold was just removed, and sends a release notice; with q,
 -- it first grants the key to the head of the queue if it asked for that (grant: fence and latest
 -- as there), and the notice then names the owner and the request ID of its entry:

@@ -16,8 +16,9 @@
 -- A marker lives 20000 ms (locker.RequestWindow), but for ARGV[4].
 -- Returns the owner's holds left, exclusive and shared together (>= 0), or -1 when there is
 -- nothing to release: the owner holds no hold of that kind on the key, or (take-back) the
--- acquire did not take effect. Error NOTALOCK when the key is not a lock, or the marker is not a
--- number (lib.lua): nothing is written then. The lease is left as it is while holds remain.
+-- acquire did not take effect. Error NOTALOCK when the key is not a lock, or the marker, or the
+-- queue, or (when the release would grant a token) the fencing counter is not what the scripts
+-- write (lib.lua): nothing is written then. The lease is left as it is while holds remain.
 -- When the exclusive holder releases its last exclusive hold but has shared ones, the key passes
 -- to shared mode with it as the only reader, and a notice wakes the readers that wait. A reader
 -- that releases its last hold leaves; the last one deletes the key.
@@ -49,14 +50,13 @@ local done = marker and counter(marker, 'request marker')
 if type(done) == 'table' then
   return done
 end
-local latest = fence and counter(fence, 'fencing counter')
-if type(latest) == 'table' then
-  return latest
-end
-latest = tonumber(latest) or 0
 local q = queue and loadQueue(queue)
 if q and q.err then
   return q
+end
+local latest = grantCounter(q, fence)
+if type(latest) == 'table' then
+  return latest
 end
 if marker then
   if undo then
