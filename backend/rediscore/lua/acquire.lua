@@ -57,7 +57,7 @@ local reentry = flags:find('r', 1, true)
 local shared = flags:find('s', 1, true) ~= nil
 local fair = flags:find('o', 1, true) ~= nil
 -- Every key is checked before anything is written: an error leaves everything as it was.
-local state = lockState(lock)
+local state, value = lockState(lock, owner, true)
 if type(state) == 'table' then
   return state
 end
@@ -81,7 +81,6 @@ if done then
   end
   return {0, 0}
 end
-local value = state ~= 'free' and redis.call('hget', lock, owner)
 if value then
   local w, r = 0, tonumber(value) or 0 -- the owner's exclusive and shared holds
   if state == 'exclusive' then

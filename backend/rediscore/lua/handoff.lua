@@ -25,7 +25,7 @@ local function others(q, owner)
   return n
 end
 local fence = ARGV[4]:find('f', 1, true) and KEYS[3]
-local state = lockState(lock)
+local state, mine = lockState(lock, to)
 if type(state) == 'table' then
   return state
 end
@@ -38,7 +38,6 @@ if q.err then
   return q
 end
 latest = tonumber(latest) or 0
-local mine = state ~= 'free' and redis.call('hget', lock, to)
 if mine then
   local w, r = 0, tonumber(mine) or 0
   if state == 'exclusive' then

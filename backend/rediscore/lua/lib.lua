@@ -33,27 +33,33 @@ local SHARED = 'locker:shared'
 local function wrongType(reply)
   return type(reply) == 'table' and type(reply.err) == 'string' and reply.err:find('WRONGTYPE', 1, true) == 1
 end
--- lockState returns 'free' when key does not exist, 'exclusive' or 'shared' when it holds a lock
--- in that mode, and otherwise an error reply to return. The scripts ask it before they write
--- anything, so that a key of another type, or a hash of somebody else's, is left exactly as it is.
-local function lockState(key)
+-- lockState returns the lock's mode at key — 'free' when the key does not exist, 'exclusive' or
+-- 'shared' when it holds a lock in that mode — and, with owner, owner's field (false when it has
+-- none); or an error reply to return. The scripts ask it before they write anything, so that a key
+-- of another type, or a hash of somebody else's, is left exactly as it is. probe says that the key
+-- is most likely free (an acquire): EXISTS answers that alone, in one call instead of two.
+local function lockState(key, owner, probe)
+  if probe and redis.call('exists', key) == 0 then
+    return 'free', false
+  end
   local mark = redis.pcall('hget', key, '')
-  if mark == MARK then
-    return 'exclusive'
-  end
-  if mark == SHARED then
-    return 'shared'
-  end
   if wrongType(mark) then
     return redis.error_reply('NOTALOCK the key holds a value of another type')
   end
   if type(mark) == 'table' then
     return mark
   end
-  if redis.call('exists', key) == 0 then
-    return 'free'
+  local state
+  if mark == MARK then
+    state = 'exclusive'
+  elseif mark == SHARED then
+    state = 'shared'
+  elseif mark == false and not probe and redis.call('exists', key) == 0 then
+    return 'free', false
+  else
+    return redis.error_reply('NOTALOCK the key holds a hash without the lock marker')
   end
-  return redis.error_reply('NOTALOCK the key holds a hash without the lock marker')
+  return state, owner and redis.call('hget', key, owner)
 end
 -- holdsOf returns the exclusive and shared hold counts in the value of an exclusive holder's
 -- field: "<w>" or "<w>:<r>".
@@ -109,33 +115,46 @@ local function notify(channel, lock)
     redis.pcall('publish', channel, lock)
   end
 end
--- loadQueue reads the wait queue at key: a table {key, now (the server's clock in ms), exists,
--- entries (the live waiting ones, in ticket order: {owner, ticket, kind, deadline, grant (ms or
--- nil), fence}), granted (the live grant records), dead (the owners of dead entries)}, or an
--- error reply (a table with err) when the key holds anything but a queue. Like counter, it is
--- asked before anything is written.
+-- clock returns q.now, the server's clock in ms, reading it first once per script.
+local function clock(q)
+  if not q.now then
+    local t = redis.call('time')
+    q.now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return q.now
+end
+-- loadQueue reads the wait queue at key: a table {key, exists, entries (the live waiting ones, in
+-- ticket order: {owner, ticket, kind, deadline, grant (ms or nil), fence}), granted (the live
+-- grant records), dead (the owners of dead entries), now (the server's clock in ms, once read: see
+-- clock)}, or an error reply (a table with err) when the key holds anything but a queue. Like
+-- counter, it is asked before anything is written. A queue that does not exist, the common case,
+-- costs one call.
 local function loadQueue(key)
-  local top = redis.pcall('hget', key, '')
-  if wrongType(top) then
+  local fields = redis.pcall('hgetall', key)
+  if wrongType(fields) then
     return redis.error_reply('NOTALOCK the wait queue of the key is a value of another type')
   end
-  if type(top) == 'table' then
-    return top
+  if fields.err then
+    return fields
   end
   local q = {key = key, exists = false, entries = {}, granted = {}, dead = {}}
-  local t = redis.call('time')
-  q.now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  if top == false then
-    if redis.call('exists', key) == 1 then
-      return redis.error_reply('NOTALOCK the wait queue of the key is a hash without its counter')
-    end
+  if #fields == 0 then
     return q
+  end
+  local top
+  for i = 1, #fields, 2 do
+    if fields[i] == '' then
+      top = fields[i + 1]
+    end
+  end
+  if not top then
+    return redis.error_reply('NOTALOCK the wait queue of the key is a hash without its counter')
   end
   if not top:find('^%d+$') then
     return redis.error_reply('NOTALOCK the wait queue of the key has a counter that is not a number')
   end
   q.exists = true
-  local fields = redis.call('hgetall', key)
+  local now = clock(q)
   for i = 1, #fields, 2 do
     if fields[i] ~= '' then
       local ticket, kind, deadline, grant, fence, id = fields[i + 1]:match('^(%d+):([xswrg]):(%d+):?(%d*)(f?):?(.*)$')
@@ -144,7 +163,7 @@ local function loadQueue(key)
       end
       local e = {owner = fields[i], ticket = tonumber(ticket), kind = kind, deadline = tonumber(deadline),
         grant = tonumber(grant), fence = fence == 'f', id = id}
-      if e.deadline <= q.now then
+      if e.deadline <= now then
         q.dead[#q.dead + 1] = e.owner
       elseif kind == 'g' then
         q.granted[#q.granted + 1] = e
@@ -213,7 +232,7 @@ local function tidy(q)
     redis.call('hdel', q.key, owner)
   end
   q.dead = {}
-  redis.call('pexpire', q.key, string.format('%d', last - q.now))
+  redis.call('pexpire', q.key, string.format('%d', last - clock(q)))
 end
 -- forget takes owner's entry out of list (q.entries, q.granted or q.dead, whose items are owners)
 -- and reports its index, or nil when owner has none there. It writes nothing.
@@ -231,7 +250,7 @@ end
 -- when it has a live entry, keeps its place (and kind) and sets its deadline to wait ms from now
 -- and its grant as asked. A grant record of owner's (a grant that lapsed) is replaced.
 local function enqueue(q, owner, kind, wait, grant, fence, id)
-  local deadline = q.now + wait
+  local deadline = clock(q) + wait
   local entry
   for _, e in ipairs(q.entries) do
     if e.owner == owner then
@@ -281,7 +300,7 @@ local function grant(q, lock, fence, latest)
     drawToken(fence, latest)
   end
   table.remove(q.entries, 1)
-  head.kind, head.deadline = 'g', q.now + head.grant
+  head.kind, head.deadline = 'g', clock(q) + head.grant
   q.granted[#q.granted + 1] = head
   redis.call('hset', q.key, head.owner, entryValue(head))
   tidy(q)

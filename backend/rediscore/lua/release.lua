@@ -42,7 +42,7 @@ local fresh = flags:find('n', 1, true)
 local shared = flags:find('s', 1, true)
 local window = fresh and not undo and tonumber(ARGV[4]) or 0 -- a last release's marker, in ms
 -- Every key is checked before anything is written: an error leaves everything as it was.
-local state = lockState(lock)
+local state, value = lockState(lock, owner)
 if type(state) == 'table' then
   return state
 end
@@ -69,7 +69,6 @@ if marker then
     return tonumber(done)
   end
 end
-local value = state ~= 'free' and redis.call('hget', lock, owner)
 if not value then
   return -1
 end
