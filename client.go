@@ -51,6 +51,7 @@ func New(backend Locker, opts ...Option) *Client {
 		held:    make(map[holdID]*hold),
 		turns:   make(map[string]*turn),
 		ids:     newIDSource(),
+		calls:   callSet{base: ctx},
 	}
 }
 
