@@ -382,7 +382,7 @@ func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedE
 		}
 		return nil, &NotObtainedError{Key: r.key, TTL: res.TTL}, nil
 	}
-	l, err := c.register(ctx, r, res, r.idSeq, r.idSent)
+	l, err := c.register(ctx, r, res, r.idSeq, r.idSent, r.cfg.ttl)
 	return l, nil, err
 }
 
@@ -592,15 +592,16 @@ func lostReentry(key string) error {
 const maxUnavailableWait = 200 * time.Millisecond
 
 // register records a granted hold: it makes the Lease and its context and hands the hold to the
-// watchdog. sent is when the Acquire was sent, seq what opStart returned before it.
+// watchdog. sent is when the Acquire was sent, seq what opStart returned before it, and lease the
+// lease it set (the TTL; a grant's lease for takeGrant).
 //
 // A grant of a first hold (holds == 1) to an owner this Client already holds leases of means
 // that the owner's holds had vanished from the backend (expired, or forced away) before the
 // Acquire: those leases are lost. A re-entry granted as a first hold (a backend that ignored
 // AcquireRequest.Reentry) is given back and fails with ErrLockLost rather than pass off a fresh
 // lock as a re-entry: the outer critical section was not exclusive.
-func (c *Client) register(ctx context.Context, r *request, res Acquisition, seq uint64, sent time.Time) (*Lease, error) {
-	full, owner, cfg, holds := r.full, r.owner, r.cfg, res.Holds
+func (c *Client) register(ctx context.Context, r *request, res Acquisition, seq uint64, sent time.Time, lease time.Duration) (*Lease, error) {
+	full, owner, holds := r.full, r.owner, res.Holds
 	l := c.newLease(ctx, r, res, sent)
 
 	c.mu.Lock()
@@ -629,7 +630,7 @@ func (c *Client) register(ctx context.Context, r *request, res Acquisition, seq 
 	c.seq++
 	l.seq = c.seq
 	h.add(l)
-	h.confirm(seq, c.seq, sent, cfg.ttl)
+	h.confirm(seq, c.seq, sent, lease)
 	c.wd.arm(c, h.due(!c.wd.renewing))
 	c.mu.Unlock()
 	return l, nil

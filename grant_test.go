@@ -13,24 +13,15 @@ import (
 	"github.com/hashlock/locker/backend/memory"
 )
 
-// confirmGate is a memory backend that holds every Acquire that takes a grant (Fresh and
-// Reentry: see grant.go) until open is closed, and counts them.
-type confirmGate struct {
+// acquireCounter is a memory backend that counts Acquire calls.
+type acquireCounter struct {
 	*memory.Backend
-	open     chan struct{}
-	confirms atomic.Int32
+	acquires atomic.Int32
 }
 
-func (g *confirmGate) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
-	if req.Fresh && req.Reentry {
-		g.confirms.Add(1)
-		select {
-		case <-g.open:
-		case <-ctx.Done():
-			return locker.Acquisition{}, errors.Join(locker.ErrUnavailable, ctx.Err())
-		}
-	}
-	return g.Backend.Acquire(ctx, req)
+func (b *acquireCounter) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
+	b.acquires.Add(1)
+	return b.Backend.Acquire(ctx, req)
 }
 
 // lockInBackground starts c.Lock of key and returns the channel of its Lease (nil on error).
@@ -46,12 +37,12 @@ func lockInBackground(t *testing.T, c *locker.Client, key string) <-chan *locker
 	return got
 }
 
-// grantedLease makes a Client hold "k" on b and another one wait for it, unlocks the first, and
-// returns the waiter's Lease, which must come while b holds its confirmation back (in a
-// synctest bubble). Both Clients close at the end of the test.
-func grantedLease(t *testing.T, b *confirmGate) *locker.Lease {
+// grantedLease makes a Client hold "k" on b and another one, with ttl, wait for it, unlocks the
+// first, and returns the waiter's Lease, which must come without another call of the waiter's
+// (in a synctest bubble). Both Clients close at the end of the test.
+func grantedLease(t *testing.T, b *acquireCounter, ttl time.Duration) *locker.Lease {
 	t.Helper()
-	holder, waiter := locker.New(b, locker.WithTTL(time.Second)), locker.New(b, locker.WithTTL(time.Second))
+	holder, waiter := locker.New(b, locker.WithTTL(ttl)), locker.New(b, locker.WithTTL(ttl))
 	t.Cleanup(func() { holder.Close(); waiter.Close() })
 	held, err := holder.Lock(context.Background(), "k")
 	if err != nil {
@@ -59,6 +50,7 @@ func grantedLease(t *testing.T, b *confirmGate) *locker.Lease {
 	}
 	got := lockInBackground(t, waiter, "k")
 	synctest.Wait() // it waits in the backend's queue
+	before := b.acquires.Load()
 	if err := held.Unlock(); err != nil {
 		t.Fatal(err)
 	}
@@ -68,57 +60,56 @@ func grantedLease(t *testing.T, b *confirmGate) *locker.Lease {
 		if l == nil {
 			t.FailNow()
 		}
+		if n := b.acquires.Load() - before; n != 0 {
+			t.Fatalf("the waiter made %d Acquire calls to take its grant, want none", n)
+		}
 		return l
 	default:
-		t.Fatal("the waiter's Lock did not return while the grant was unconfirmed")
+		t.Fatal("the waiter's Lock did not return on the grant's notice")
 	}
 	return nil
 }
 
 // A Lock that waits behind another Client's hold gets the key that the holder's Unlock granted
-// it as soon as the notice comes, before the backend confirms the grant; its Unlock waits for
-// that confirmation (so that the release cannot overtake it), and the key is free after it.
+// it as soon as the notice comes, with no call of its own, before or after: the watchdog renews
+// the grant's lease (at most 2s) to the TTL a third into it, and the Unlock frees the key and
+// ends the grant's record in the queue.
 func TestGrantTakenOnNotice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		b := &confirmGate{Backend: memory.New(), open: make(chan struct{})}
-		l := grantedLease(t, b)
-		if n := b.confirms.Load(); n != 1 {
-			t.Fatalf("%d confirmations sent, want 1 (held back)", n)
+		b := &acquireCounter{Backend: memory.New()}
+		l := grantedLease(t, b, 6*time.Second)
+		if st, _ := b.Inspect(ctx, "k"); !st.Locked || st.Owner != l.Owner() || st.Holds != 1 || st.TTL > 2*time.Second {
+			t.Fatalf("after the grant: %+v, want the waiter's owner %s holding it once, for the grant's lease (<= 2s)", st, l.Owner())
 		}
-		if st, _ := b.Inspect(ctx, "k"); !st.Locked || st.Owner != l.Owner() || st.Holds != 1 {
-			t.Fatalf("after the grant: %+v, want the waiter's owner %s holding it once", st, l.Owner())
+		time.Sleep(3 * time.Second) // past the grant's lease
+		if err := context.Cause(l.Context()); err != nil {
+			t.Fatalf("the granted lease ended (%v) past the grant's lease: it must be renewed", err)
 		}
-		unlocked := make(chan error, 1)
-		go func() { unlocked <- l.Unlock() }()
-		synctest.Wait()
-		select {
-		case err := <-unlocked:
-			t.Fatalf("Unlock returned (%v) before the grant was confirmed", err)
-		default:
+		if st, _ := b.Inspect(ctx, "k"); !st.Locked || st.Owner != l.Owner() || st.TTL <= 2*time.Second {
+			t.Fatalf("after 3s: %+v, want the waiter holding it, renewed to its TTL (6s)", st)
 		}
-		close(b.open)
-		if err := <-unlocked; err != nil {
-			t.Fatalf("Unlock after the confirmation: %v", err)
+		if err := l.Unlock(); err != nil {
+			t.Fatalf("Unlock: %v", err)
 		}
-		if st, _ := b.Inspect(ctx, "k"); st.Locked {
-			t.Fatalf("after Unlock: %+v, want free", st)
+		if st, _ := b.Inspect(ctx, "k"); st.Locked || st.Queued != 0 {
+			t.Fatalf("after Unlock: %+v, want free, with nobody queued", st)
 		}
 	})
 }
 
-// When the grant is gone before its confirmation (forced away), the Lease that took it is lost
-// (ErrLockLost), and its Unlock says ErrNotHeld.
-func TestGrantLostBeforeConfirmation(t *testing.T) {
+// When the grant is gone before the Lease's first renewal (forced away), the renewal finds it
+// out: the Lease is lost (ErrLockLost) a third into the grant's lease, and its Unlock says
+// ErrNotHeld.
+func TestGrantLostAtFirstRenewal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		b := &confirmGate{Backend: memory.New(), open: make(chan struct{})}
-		l := grantedLease(t, b)
+		b := &acquireCounter{Backend: memory.New()}
+		l := grantedLease(t, b, 6*time.Second)
 		if _, err := b.ForceRelease(ctx, "k"); err != nil {
 			t.Fatal(err)
 		}
-		close(b.open)
-		synctest.Wait()
+		time.Sleep(time.Second) // a third into the grant's lease (2s), and some
 		if cause := context.Cause(l.Context()); !errors.Is(cause, locker.ErrLockLost) {
 			t.Fatalf("the lease's cause after its grant was forced away = %v, want ErrLockLost", cause)
 		}

@@ -120,7 +120,7 @@ func (c *Client) claimHandOff(ctx context.Context, r *request) *Lease {
 	}
 	var l *Lease
 	if r.mayGoOnUnconfirmed() {
-		l = c.registerPending(ctx, r, g, false)
+		l = c.registerPending(ctx, r, g)
 	}
 	if l == nil {
 		close(g.ready) // declined
@@ -137,25 +137,20 @@ func (c *Client) claimHandOff(ctx context.Context, r *request) *Lease {
 }
 
 // mayGoOnUnconfirmed reports whether r may hold the key before the backend confirms it (a local
-// hand-off, a grant): a new owner's renewed lease that needs no fencing token, and no earlier
+// hand-off, or a grant, which its first renewal confirms): a new owner's renewed lease that needs no fencing token, and no earlier
 // acquire of r's whose outcome is unknown (it must be resolved by sending it again).
 func (r *request) mayGoOnUnconfirmed() bool {
 	return r.fresh && !r.reentry && !r.pending && r.cfg.renew && !r.cfg.fence
 }
 
 // registerPending records the hold that g gives r's owner, pending until the backend confirms
-// it (a HandOff, or the Acquire that takes a grant: grant.go), and returns its Lease; nil once
-// the Client is closed. With background, Close waits for a goroutine that the caller starts
-// (it calls c.undos.Done).
-func (c *Client) registerPending(ctx context.Context, r *request, g *gift, background bool) *Lease {
+// its HandOff, and returns its Lease; nil once the Client is closed.
+func (c *Client) registerPending(ctx context.Context, r *request, g *gift) *Lease {
 	l := c.newLease(ctx, r, Acquisition{Holds: 1}, time.Now())
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil
-	}
-	if background {
-		c.undos.Add(1)
 	}
 	h := &l.own // a new hold lives in its first lease's allocation
 	h.id, h.validUntil, h.renewAt, h.gift = holdID{r.full, r.owner}, g.validUntil, g.validUntil, g
@@ -168,10 +163,9 @@ func (c *Client) registerPending(ctx context.Context, r *request, g *gift, backg
 	return l
 }
 
-// settle applies the outcome of the call that confirms g (its HandOff, or the Acquire that takes
-// a grant: grant.go) to the taker's hold: confirmed, its lease counts from the call's send and it
-// is renewed from now on; refused (the giver's hold, or the grant, was gone), its leases are
-// lost; unknown, the next renewal tells whether the taker holds the key.
+// settle applies the outcome of the HandOff that gives g to the taker's hold: confirmed, its
+// lease counts from the call's send and it is renewed from now on; refused (the giver's hold was
+// gone), its leases are lost; unknown, the next renewal tells whether the taker holds the key.
 func (c *Client) settle(full string, g *gift, res HandOffResult, err error, sent time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -275,10 +275,12 @@ type AcquireRequest struct {
 	// and Wait leaves ask for a grant: a release (or Dequeue) that frees the key while the entry
 	// is at the head of the queue gives Owner one exclusive hold with a lease of Grant (with
 	// Fence, a new fencing token) instead of leaving the key free, and its notice wakes only
-	// Owner's subscription, with ID (Granter.SubscribeAs). Owner takes it with its next Acquire
-	// (Fresh: it finds itself holding the key, and the lease is reset to TTL), or gives it back
-	// with Dequeue; untaken, it ends with its lease. It is ignored without Fresh and Wait, and
-	// for a shared request. Only a Granter honours it. Default 0: no grant.
+	// Owner's subscription, with ID (Granter.SubscribeAs). The hold is Owner's as if the request
+	// had been granted: Renew, Release or its next Acquire (Fresh: it finds itself holding the
+	// key, and the lease is reset to TTL) work on it, and the release of its last hold ends the
+	// entry's grant record. Owner gives it back with Dequeue; untaken, it ends with its lease. It
+	// is ignored without Fresh and Wait, and for a shared request. Only a Granter honours it.
+	// Default 0: no grant.
 	Grant time.Duration
 }
 

@@ -471,6 +471,26 @@ func TestKindsWriterPreferenceHandOff(t *testing.T) {
 	})
 }
 
+// A grant's record ends with its owner's last release: the Client never confirms a grant with a
+// call of its own, and the queue is gone once nobody waits.
+func TestKindsGrantRecordEndsWithRelease(t *testing.T) {
+	onBoth(t, func(t *testing.T, e *kindEnv) {
+		const k = "{kinds}:gr"
+		e.acquire(t, locker.AcquireRequest{Key: k, Owner: "A", Fresh: true})
+		if a := e.acquire(t, locker.AcquireRequest{Key: k, Owner: "B", Wait: time.Minute, Fresh: true, Grant: 2 * time.Second, ID: "b1"}); a.Holds != 0 {
+			t.Fatalf("B behind A = %+v, want refused", a)
+		}
+		e.release(t, locker.ReleaseRequest{Key: k, Owner: "A", Fresh: true}, 0)
+		if st, err := e.b.Inspect(t.Context(), k); err != nil || st.Owner != "B" {
+			t.Fatalf("after A's release: %+v, %v; want B granted", st, err)
+		}
+		e.release(t, locker.ReleaseRequest{Key: k, Owner: "B", Fresh: true}, 0)
+		if n, _ := e.rdb.Exists(t.Context(), k, rediscore.QueueKey(k)).Result(); n != 0 {
+			t.Fatalf("after B's release: %d of the lock and its queue left (%v), want none", n, e.hash(t, rediscore.QueueKey(k)))
+		}
+	})
+}
+
 // Fair requests are granted in the order they first asked; an entry whose waiter died stops
 // blocking those behind it at its deadline; a fair request without a wait never queues nor jumps
 // the queue; granting a fair reader wakes the readers now at the head.
