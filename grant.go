@@ -40,7 +40,7 @@ func (c *Client) takeGrant(ctx context.Context, r *request, id string) *Lease {
 		return nil
 	}
 	if time.Until(r.idSent.Add(r.grant)) < r.grant/2 {
-		return nil // the notice came late: confirm before going on
+		return nil // the notice came late: the next attempt (it finds the hold) resets the lease first
 	}
 	l, err := c.register(ctx, r, Acquisition{Holds: 1}, r.idSeq, r.idSent, r.grant)
 	if err != nil {

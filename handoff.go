@@ -137,8 +137,9 @@ func (c *Client) claimHandOff(ctx context.Context, r *request) *Lease {
 }
 
 // mayGoOnUnconfirmed reports whether r may hold the key before the backend confirms it (a local
-// hand-off, or a grant, which its first renewal confirms): a new owner's renewed lease that needs no fencing token, and no earlier
-// acquire of r's whose outcome is unknown (it must be resolved by sending it again).
+// hand-off, or a grant, which its first renewal confirms): a new owner's renewed lease that needs
+// no fencing token, and no earlier acquire of r's whose outcome is unknown (it must be resolved
+// by sending it again).
 func (r *request) mayGoOnUnconfirmed() bool {
 	return r.fresh && !r.reentry && !r.pending && r.cfg.renew && !r.cfg.fence
 }
