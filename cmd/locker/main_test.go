@@ -276,7 +276,7 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"run", "--redis", "redis://h", "--", "true"}, code: 2, stderr: "no command given"},
 		{args: []string{"run", "--redis", "redis://h", "--key", "k"}, code: 2, stderr: "no command given"},
 		{args: []string{"run", "--redis", "redis://h", "--key", "k", "--grace=-1s", "true"}, code: 2, stderr: "--grace -1s: must not be negative"},
-		{args: []string{"demo", "--ttl=60ms", "--work=30ms", "--rounds=1"}, code: 0, stdout: "exclusion held: 2 critical sections"},
+		{args: []string{"demo", "--ttl=600ms", "--work=250ms", "--rounds=1"}, code: 0, stdout: "exclusion held: 2 critical sections"},
 	} {
 		tio := newIO("", false)
 		code := run(tc.args, tio.streams)
