@@ -222,6 +222,7 @@ type request struct {
 	wait             time.Duration // AcquireRequest.Wait: the queue entry a refusal leaves
 	grant            time.Duration // AcquireRequest.Grant: a release may grant it the key (Granter)
 	queued           bool          // a refusal may have left an entry in the key's queue
+	dequeued         bool          // a Dequeue of its owner was sent: it may give back a later grant
 	turn             *turn         // the local turn this call holds, handed to its Lease
 
 	// The current acquire request: its ID, when it was first sent, the hold's seq then (see
@@ -442,7 +443,7 @@ func (c *Client) dequeue(r *request) {
 	if !r.queued {
 		return
 	}
-	r.queued = false
+	r.queued, r.dequeued = false, true
 	q, _ := c.backend.(KindLocker)
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -34,9 +34,16 @@ func (c *Client) subscribe(ctx context.Context, r *request) (notices <-chan stru
 // takeGrant returns r's Lease when a notice told of a grant to r's owner with request ID id, the
 // ID of r's latest attempt (an older one's grant may be gone), and r may take a hold before the
 // backend confirms it: a new owner's renewed lease without fencing token, whose grant has at
-// least half its lease left. Otherwise it returns nil, and r's next attempt finds out.
+// least half its lease left, and no Dequeue of whose owner was sent. Otherwise it returns nil, and
+// r's next attempt finds out.
 func (c *Client) takeGrant(ctx context.Context, r *request, id string) *Lease {
 	if id == "" || id != r.id || r.grant <= 0 || !r.mayGoOnUnconfirmed() {
+		return nil
+	}
+	if r.dequeued {
+		// A Dequeue of r's owner, sent in the background while r waited in its Client's local
+		// turn (takeTurn), may reach the backend after the grant and give it back: only an
+		// Acquire tells (the next attempt: it finds the hold, or not).
 		return nil
 	}
 	if time.Until(r.idSent.Add(r.grant)) < r.grant/2 {
