@@ -10,6 +10,19 @@ import (
 	"github.com/hashlock/locker/backend/rediscore"
 )
 
+// holdTwice makes the fresh owner "o" hold "k" twice, straight on the backend.
+func holdTwice(t *testing.T, e *kindEnv) {
+	t.Helper()
+	acq := locker.AcquireRequest{Key: "k", Owner: "o", TTL: time.Minute, ID: "a1", Fresh: true}
+	if _, err := e.b.Acquire(t.Context(), acq); err != nil {
+		t.Fatal(err)
+	}
+	acq.ID, acq.Fresh, acq.Reentry = "a2", false, true
+	if _, err := e.b.Acquire(t.Context(), acq); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A release with Fresh that removes the owner's last hold writes no marker, while one that leaves
 // holds does; the first, sent again, finds nothing and removes nothing, and the second reports
 // the first outcome. (The Client sets Fresh on an Unlock's release only with a ReplyWindow: see
@@ -17,15 +30,7 @@ import (
 func TestFreshReleaseLeavesNoMarker(t *testing.T) {
 	onBoth(t, func(t *testing.T, e *kindEnv) {
 		ctx := t.Context()
-		// Straight to the backend: an owner with two holds, released with Fresh.
-		acq := locker.AcquireRequest{Key: "k", Owner: "o", TTL: time.Minute, ID: "a1", Fresh: true}
-		if _, err := e.b.Acquire(ctx, acq); err != nil {
-			t.Fatal(err)
-		}
-		acq.ID, acq.Fresh, acq.Reentry = "a2", false, true
-		if _, err := e.b.Acquire(ctx, acq); err != nil {
-			t.Fatal(err)
-		}
+		holdTwice(t, e) // released below with Fresh
 		inner := locker.ReleaseRequest{Key: "k", Owner: "o", ID: "r1", Fresh: true}
 		for i := range 2 {
 			if n, err := e.b.Release(ctx, inner); err != nil || n != 1 {
@@ -66,14 +71,7 @@ func TestReplyWindowMarker(t *testing.T) {
 	const window = 1500*time.Millisecond + 1 // rounded up: 1501 ms
 	onBoth(t, func(t *testing.T, e *kindEnv) {
 		ctx := t.Context()
-		acq := locker.AcquireRequest{Key: "k", Owner: "o", TTL: time.Minute, ID: "a1", Fresh: true}
-		if _, err := e.b.Acquire(ctx, acq); err != nil {
-			t.Fatal(err)
-		}
-		acq.ID, acq.Fresh, acq.Reentry = "a2", false, true
-		if _, err := e.b.Acquire(ctx, acq); err != nil {
-			t.Fatal(err)
-		}
+		holdTwice(t, e)
 		inner := locker.ReleaseRequest{Key: "k", Owner: "o", ID: "r1", Fresh: true, ReplyWindow: window}
 		if n, err := e.b.Release(ctx, inner); err != nil || n != 1 {
 			t.Fatalf("inner release = %d, %v; want 1 left", n, err)
