@@ -116,16 +116,20 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	if err != nil {
 		return locker.Acquisition{}, b.fail(ctx, "acquire", req.Key, err)
 	}
-	if len(r.Array) != 2 {
-		return locker.Acquisition{}, fmt.Errorf("%s: acquire %s: unexpected reply %v", b.prefix, display.Key(req.Key), r.Array)
+	holds, token := r.Int, int64(0) // a bare integer without fencing, {holds, token} with it
+	if r.Array != nil || req.Fence {
+		if len(r.Array) != 2 {
+			return locker.Acquisition{}, fmt.Errorf("%s: acquire %s: unexpected reply %v", b.prefix, display.Key(req.Key), r.Array)
+		}
+		holds, token = r.Array[0], r.Array[1]
 	}
-	if holds := r.Array[0]; holds > 0 {
+	if holds > 0 {
 		if acks >= 0 && acks < b.opts.acks {
 			return locker.Acquisition{}, b.takeBack(ctx, req, acks)
 		}
-		return locker.Acquisition{Holds: int(holds), Token: uint64(r.Array[1])}, nil
+		return locker.Acquisition{Holds: int(holds), Token: uint64(token)}, nil
 	}
-	return locker.Acquisition{TTL: time.Duration(-r.Array[0]) * time.Millisecond}, nil
+	return locker.Acquisition{TTL: time.Duration(-holds) * time.Millisecond}, nil
 }
 
 // Release implements locker.Locker with release.lua: with req.ID, the marker at MarkerKey

@@ -103,15 +103,6 @@ func IsUnknownCommand(err error) bool {
 	return err != nil && strings.Contains(strings.ToLower(err.Error()), "unknown command")
 }
 
-// grants are the commonest replies of acquire.lua, {holds, 0}: a grant without a fencing token,
-// which ReplyOf shares rather than allocate (full slices: an append copies).
-var grants = func() (g [8][2]int64) {
-	for i := range g {
-		g[i][0] = int64(i + 1)
-	}
-	return g
-}()
-
 // ReplyOf converts a script reply decoded the usual Go way (go-redis, Redigo): an int64, or a
 // []any of int64 and at most one string ([]byte with Redigo).
 func ReplyOf(v any) (Reply, error) {
@@ -119,11 +110,6 @@ func ReplyOf(v any) (Reply, error) {
 	case int64:
 		return Reply{Int: v}, nil
 	case []any:
-		if len(v) == 2 {
-			if h, ok := v[0].(int64); ok && h >= 1 && h <= int64(len(grants)) && v[1] == any(int64(0)) {
-				return Reply{Array: grants[h-1][:]}, nil
-			}
-		}
 		r := Reply{Array: make([]int64, 0, len(v))}
 		for _, x := range v {
 			switch x := x.(type) {

@@ -15,10 +15,12 @@
 --              waits asks for (locker.AcquireRequest.Grant; absent or '0': none)
 -- ARGV[7]      with ARGV[6]: the request's ID (locker.AcquireRequest.ID; may be empty)
 -- A marker lives 20000 ms (locker.RequestWindow).
--- Returns {holds, token}: the owner's hold count after the call, exclusive and shared together
--- (>= 1), when acquired or re-entered, with the fencing token (0 without fencing; a shared hold
--- reports the latest token and never advances it); or, when refused, {minus the holder's
--- remaining lease in ms (< 0; 0 if unknown, or when the key is free but the queue refused), 0}.
+-- Returns holds: the owner's hold count after the call, exclusive and shared together (>= 1),
+-- when acquired or re-entered; or, when refused, minus the holder's remaining lease in ms (< 0;
+-- 0 if unknown, or when the key is free but the queue refused). With fencing ('f') the reply is
+-- {holds, token}, token the fencing token (a shared hold reports the latest token and never
+-- advances it; 0 when refused); without, a bare integer, which a driver reads without
+-- allocating an array.
 -- Errors: NOTHELD for a re-entry ('r') when the owner holds nothing on the lock; UPGRADE for an
 -- exclusive request of an owner that holds the lock in shared mode; NOTALOCK when the key is not
 -- a lock, or the marker or the fencing counter is not a number, or the queue is not a queue
@@ -36,7 +38,7 @@
 -- request sent again): the lease is reset and its grant record ends.
 -- A request sent again changes nothing: a fresh owner's is recognised by its hold (no marker is
 -- written: the common case costs nothing), another owner's by its marker. Either reports the
--- first outcome while the hold is there; a request taken back (marker 0) is refused with {0, 0}.
+-- first outcome while the hold is there; a request taken back (marker 0) is refused with 0.
 -- Either still writes (the lease, or the marker's lifetime): a WAIT after this call, on this
 -- call's connection, then also covers the first call's writes, made on another (replica acks).
 local lock, owner = KEYS[1], ARGV[1]
@@ -56,6 +58,12 @@ local fresh = flags:find('n', 1, true)
 local reentry = flags:find('r', 1, true)
 local shared = flags:find('s', 1, true) ~= nil
 local fair = flags:find('o', 1, true) ~= nil
+local function reply(holds, token)
+  if fence then
+    return {holds, token}
+  end
+  return holds
+end
 -- Every key is checked before anything is written: an error leaves everything as it was.
 local state, value = lockState(lock, owner, true)
 if type(state) == 'table' then
@@ -77,9 +85,9 @@ latest = tonumber(latest) or 0 -- the latest token; 0 without fencing or a count
 if done then
   redis.call('pexpire', marker, 20000)
   if done ~= '0' and redis.call('hexists', lock, owner) == 1 then
-    return {tonumber(done), latest}
+    return reply(tonumber(done), latest)
   end
-  return {0, 0}
+  return reply(0, 0)
 end
 if value then
   local w, r = 0, tonumber(value) or 0 -- the owner's exclusive and shared holds
@@ -91,7 +99,7 @@ if value then
     if q then
       dequeue(q, owner)
     end
-    return {w + r, latest}
+    return reply(w + r, latest)
   end
   if state == 'shared' and not shared then
     return redis.error_reply('UPGRADE the owner holds the lock shared: an exclusive hold would be an upgrade')
@@ -108,7 +116,7 @@ if value then
   if marker and not fresh then
     redis.call('set', marker, holds, 'px', 20000)
   end
-  return {holds, latest}
+  return reply(holds, latest)
 end
 if reentry then
   return redis.error_reply('NOTHELD the owner holds no lock on the key')
@@ -137,7 +145,7 @@ if admitted then
   if marker and not fresh then
     redis.call('set', marker, 1, 'px', 20000)
   end
-  return {1, token}
+  return reply(1, token)
 end
 local wait = q and tonumber(ARGV[4]) or 0
 if wait > 0 then
@@ -152,10 +160,10 @@ if wait > 0 then
   enqueue(q, owner, kind, wait, grant, fence ~= nil, ARGV[7] or '')
 end
 if state == 'free' then
-  return {0, 0} -- free, but others are ahead in the queue
+  return reply(0, 0) -- free, but others are ahead in the queue
 end
 local left = redis.call('pttl', lock)
 if left < 0 then
-  return {0, 0} -- no lease (someone made the key persistent): unknown
+  return reply(0, 0) -- no lease (someone made the key persistent): unknown
 end
-return {-math.max(left, 1), 0} -- PTTL is 0 in the lease's last millisecond
+return reply(-math.max(left, 1), 0) -- PTTL is 0 in the lease's last millisecond
