@@ -1,0 +1,60 @@
+package rediscore
+
+import (
+	"strings"
+	"testing"
+)
+
+// Each script carries the library's definitions it uses, and only those: every definition is
+// found, and every name of one that a script's text (comments left out) uses is defined in it,
+// before the script's own file; renew.lua, the watchdog's, carries only the two constants.
+func TestScriptsCarryTheLibraryTheyUse(t *testing.T) {
+	defs := libDefinitions(libLua)
+	if want := strings.Count("\n"+libLua, "\nlocal "); len(defs) != want {
+		t.Fatalf("%d definitions found in lib.lua, want %d", len(defs), want)
+	}
+	seen := make(map[string]bool)
+	for _, d := range defs {
+		if d.name == "" || seen[d.name] || !strings.HasPrefix(strings.TrimSpace(d.code), "local ") {
+			t.Fatalf("definition %q: no name, a name defined twice, or not a local", d.text)
+		}
+		seen[d.name] = true
+	}
+	files := map[*Script]string{AcquireScript: acquireLua, ReleaseScript: releaseLua, RenewScript: renewLua,
+		InspectScript: inspectLua, ForceScript: forceLua, RaiseScript: raiseLua, DequeueScript: dequeueLua,
+		HandOffScript: handOffLua}
+	for _, s := range Scripts() {
+		lib, ok := strings.CutSuffix(s.Source, files[s])
+		if !ok {
+			t.Fatalf("%s: the Source does not end with the script's file", s.Name)
+		}
+		code := luaCode(s.Source)
+		for _, d := range defs {
+			if usesName(code, d.name) && !strings.Contains(lib, d.text) {
+				t.Errorf("%s uses %s, which it does not carry", s.Name, d.name)
+			}
+		}
+	}
+	if got, want := RenewScript.Source, defs[0].text+defs[1].text+renewLua; got != want {
+		t.Errorf("renew.lua carries more than MARK and SHARED:\n%s", got)
+	}
+}
+
+// usesName matches whole words only.
+func TestUsesName(t *testing.T) {
+	for _, c := range []struct {
+		code, name string
+		want       bool
+	}{
+		{"return free(q)", "free", true},
+		{"local freed = 1", "free", false},
+		{"x = unfree", "free", false},
+		{"free", "free", true},
+		{"a.free_b", "free", false},
+		{"", "free", false},
+	} {
+		if got := usesName(c.code, c.name); got != c.want {
+			t.Errorf("usesName(%q, %q) = %v, want %v", c.code, c.name, got, c.want)
+		}
+	}
+}
