@@ -70,7 +70,7 @@ func newScript(name, source string) *Script {
 // appears as a word in code, comments left out: a string or a field of the same name may add a
 // definition that is not needed, never leave out one that is.
 func libFor(source string) string {
-	defs := libDefinitions(libLua)
+	defs := libDefs
 	need := make([]bool, len(defs))
 	var visit func(code string)
 	visit = func(code string) {
@@ -90,6 +90,9 @@ func libFor(source string) string {
 	}
 	return b.String()
 }
+
+// libDefs are the top-level definitions of lua/lib.lua, split once for every script.
+var libDefs = libDefinitions(libLua)
 
 // A libDefinition is one top-level definition of lua/lib.lua.
 type libDefinition struct {
