@@ -32,6 +32,7 @@ func (s *suite) kinds(t *testing.T) {
 		{"Downgrade", downgrade},
 		{"WriterPreference", writerPreference},
 		{"ReaderTurn", readerTurn},
+		{"ReleaseKeepsWaitingEntry", releaseKeepsWaitingEntry},
 		{"DeadWriter", deadWriter},
 		{"FairOrder", fairOrder},
 		{"FairTryLock", fairTryLock},
@@ -319,6 +320,32 @@ func writerPreference(e *env) {
 	ok(0, l.Unlock())(t)
 	if st := inspect(e, key); st.Queued != 0 {
 		t.Fatalf("after the writer gave up: %+v, want nobody queued", st)
+	}
+}
+
+// A release that frees the key ends its owner's grant record, if any, and nothing else of the
+// owner's in the queue: a reader's waiting entry, left from before the owner took the key with
+// a plain exclusive request, stays until its deadline or a Dequeue. (The plain request itself
+// may pass the queue without reading it, keeping the entry, or take the entry out, as the
+// model allows: the release must leave the queue as that request left it.)
+func releaseKeepsWaitingEntry(e *env) {
+	t, ctx, key, b := e.t, background(e.t), e.key("release-keeps-entry"), e.kindProbe()
+	if a := ok(b.Acquire(ctx, locker.AcquireRequest{Key: key, Owner: "holder", TTL: e.ttl}))(t); !a.Acquired() {
+		t.Fatalf("Acquire of a free key = %+v", a)
+	}
+	reader := locker.AcquireRequest{Key: key, Owner: "owner", TTL: e.ttl, Shared: true, Wait: 10 * e.ttl}
+	if a := ok(b.Acquire(ctx, reader))(t); a.Acquired() {
+		t.Fatal("a reader was granted a key that a writer holds")
+	}
+	defer func() { _ = b.Dequeue(context.Background(), key, reader.Owner) }()
+	ok(b.Release(ctx, locker.ReleaseRequest{Key: key, Owner: "holder"}))(t)
+	if a := ok(b.Acquire(ctx, locker.AcquireRequest{Key: key, Owner: "owner", TTL: e.ttl}))(t); !a.Acquired() {
+		t.Fatalf("a plain exclusive Acquire of a free key = %+v, want it granted (it passes the queue)", a)
+	}
+	queued := inspect(e, key).Queued // 1: the owner's entry, kept; or 0
+	ok(b.Release(ctx, locker.ReleaseRequest{Key: key, Owner: "owner"}))(t)
+	if st := inspect(e, key); st.Locked || st.Queued != queued {
+		t.Fatalf("after the owner's release: %+v, want the key free and Queued %d, as before the release (the owner's reader entry)", st, queued)
 	}
 }
 

@@ -274,8 +274,8 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 	}
 	if e.owner == "" && len(e.shared) == 0 {
 		delete(b.locks, req.Key)
-		b.remove(req.Key, req.Owner, now) // its grant record: the grant was taken, and is over
-		b.grantHead(req.Key, now)         // and notify
+		b.forgetGrant(req.Key, req.Owner, now) // the grant was taken, and is over
+		b.grantHead(req.Key, now)              // and notify
 	}
 	return left, nil
 }

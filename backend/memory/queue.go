@@ -172,6 +172,16 @@ func (b *Backend) remove(key, owner string, now time.Time) (behind, granted bool
 	return false, len(q.granted) < n
 }
 
+// forgetGrant takes owner's grant record, if any, out of key's queue.
+func (b *Backend) forgetGrant(key, owner string, now time.Time) {
+	if q := b.liveQueue(key, now); q != nil {
+		q.granted = without(q.granted, owner)
+		if len(q.entries) == 0 && len(q.granted) == 0 {
+			delete(b.queues, key)
+		}
+	}
+}
+
 // grantHead gives key, just freed, to the head of its queue when the head asked for a grant
 // (locker.AcquireRequest.Grant), as the Redis backends' release.lua does, and notifies key's
 // subscribers (of the grantee only, after a grant).

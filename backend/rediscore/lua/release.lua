@@ -117,8 +117,9 @@ else
     return 0 -- other readers hold the key
   end
 end
-if q then
-  dequeue(q, owner) -- its grant record, if any: the grant was taken, and is over
+if q and forget(q.granted, owner) then
+  redis.call('hdel', q.key, owner) -- the owner's grant record: the grant was taken, and is over
+  tidy(q)
 end
 free(lock, ARGV[2], q, fence, latest)
 return 0
