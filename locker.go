@@ -56,7 +56,7 @@ import (
 // not check is not guaranteed.
 type Locker interface {
 	// Acquire creates the lock on req.Key for req.Owner with a lease of req.TTL, or, when the
-	// owner already holds it, adds one hold and resets the lease (re-entry). It reports the
+	// owner already holds it, adds one hold and resets the owner's lease (re-entry). It reports the
 	// owner's hold count after the call (1 for a new lock). When another owner holds the key it
 	// changes nothing and reports Holds == 0 with that holder's remaining lease in TTL. With
 	// req.Reentry, it never creates a lock: when req.Owner holds none on the key, it changes
@@ -67,9 +67,9 @@ type Locker interface {
 	Acquire(ctx context.Context, req AcquireRequest) (Acquisition, error)
 
 	// Release removes one of req.Owner's holds on req.Key and reports how many remain (of
-	// every kind, as Acquisition.Holds counts them). At zero
-	// the key is deleted and a release notice is sent to the key's subscribers. The lease is
-	// left as it is while holds remain. When the owner holds no lock on the key (it never did,
+	// every kind, as Acquisition.Holds counts them). At zero the key is deleted and a release
+	// notice is sent to the key's subscribers. The owner's lease is left as it is while its holds
+	// remain. When the owner holds no lock on the key (it never did,
 	// it expired, or it was forced away) Release changes nothing and returns an error wrapping
 	// ErrNotHeld.
 	//
@@ -77,9 +77,9 @@ type Locker interface {
 	// earlier Acquire instead (see ReleaseRequest).
 	Release(ctx context.Context, req ReleaseRequest) (remaining int, err error)
 
-	// Renew resets the lease of every entry of batch whose owner still holds its key, in one
-	// round trip where the backend allows (a script over many keys, or a pipeline). It never
-	// extends a lock held by any other owner. It returns one error per entry, at the same index:
+	// Renew resets the lease of every entry of batch whose owner still holds its key (that
+	// owner's lease only), in one round trip where the backend allows (a script over many keys,
+	// or a pipeline). It never extends or shortens a hold of any other owner. It returns one error per entry, at the same index:
 	// nil when renewed, an error wrapping ErrNotHeld when the owner no longer holds the key, or
 	// another error when the outcome is unknown.
 	Renew(ctx context.Context, batch []Renewal) []error
@@ -109,8 +109,13 @@ type Locker interface {
 // backends of this module but backend/quorum implement it.
 //
 // A key is free, held exclusively by one owner (as Locker describes), or held in shared mode by
-// one or more owners, each with a hold count; one lease (TTL) covers the key. A KindLocker
-// grants, besides what Locker.Acquire grants:
+// one or more owners, each with a hold count and a lease of its own: an owner's acquires and
+// renewals set its lease only, never another reader's, and its holds end when its lease does
+// (or at its release, or a forced one). A hold whose lease has ended counts for nothing, whether
+// or not anything wrote to the key since: not for admission, re-entry, renewal, release or
+// Inspect. The key is held while any holder's lease runs, and its remaining lease (a refusal's
+// Acquisition.TTL, State.TTL) is the longest of them. A KindLocker grants, besides what
+// Locker.Acquire grants:
 //
 //   - a shared hold to an owner that holds the key in shared mode (re-entry), or exclusively
 //     (downgrade: the owner keeps both; when its last exclusive hold is released its shared
@@ -208,7 +213,8 @@ type Acquisition struct {
 	// and 0 when the lock was refused because another owner holds it. It counts the owner's
 	// exclusive and shared holds together (see KindLocker).
 	Holds int
-	// TTL is, when the lock was refused, the holder's remaining lease; 0 when unknown.
+	// TTL is, when the lock was refused, the holder's remaining lease (for readers, the longest
+	// of theirs); 0 when unknown.
 	TTL time.Duration
 	// Token is the lock's fencing token when the request asked for one (Fence) and the lock was
 	// granted, 0 otherwise. Tokens of a key strictly increase with every new lock on it (Holds
@@ -365,7 +371,8 @@ type State struct {
 	Owner string
 	// Holds is the current owner's hold count (0 when free).
 	Holds int
-	// TTL is the remaining lease (0 when free).
+	// TTL is the remaining lease (0 when free): in shared mode, the longest of the readers'
+	// own leases, which end one by one.
 	TTL time.Duration
 	// Shared reports a lock held in shared mode (by readers: Client.RLock). Owner is then one of
 	// the readers, Holds the number of shared holds of all readers together. Default false:

@@ -175,7 +175,8 @@ func TestRestrictedACLUser(t *testing.T) {
 }
 
 // exercise runs the lock's life on key with backends of newBackend: lock, re-enter, inspect,
-// another owner refused, renew, unlock twice, force-unlock, and waiters on key and on a second
+// another owner refused, readers with leases of different lengths, renew, unlock twice,
+// force-unlock, and waiters on key and on a second
 // key, woken by release notices one after the other (so the first one's channel leaves a
 // connection that carries the second's). Each flush, if any, runs before the steps so that each
 // script runs first after the server lost its script cache.
@@ -216,6 +217,27 @@ func exercise(t *testing.T, newBackend func() locker.Locker, key string, flush .
 	}
 	must("unlock", inner.Unlock())
 	must("unlock", outer.Unlock())
+
+	// Readers with leases of their own: a second reader joins with a shorter lease (the first
+	// one's gets its end), the first leaves, a writer is refused while the second reads, and gets
+	// the key once it left.
+	r1, err := c.RLock(ctx, key)
+	must("read-lock", err)
+	short := locker.New(b, locker.WithTTL(10*time.Second))
+	defer short.Close()
+	r2, err := short.RLock(ctx, key)
+	must("read-lock", err)
+	flushed()
+	must("renew", errors.Join(b.Renew(ctx, []locker.Renewal{{Key: key, Owner: r2.Owner(), TTL: 10 * time.Second}})...))
+	must("unlock", r1.Unlock())
+	if l, err := other.TryLock(ctx, key); !errors.Is(err, locker.ErrNotObtained) {
+		_ = l.Unlock()
+		t.Fatalf("TryLock %s beside a reader: %v, want ErrNotObtained", key, err)
+	}
+	must("unlock", r2.Unlock())
+	writer, err := other.TryLock(ctx, key)
+	must("lock after the readers", err)
+	must("unlock", writer.Unlock())
 
 	// Renewal batches, also after the script cache was lost, and a forced release.
 	a, err := b.Acquire(ctx, locker.AcquireRequest{Key: key, Owner: "renewer", TTL: time.Minute})

@@ -284,6 +284,9 @@ func endsLost(e *env, l *locker.Lease, deadline time.Time, late string) {
 	select {
 	case <-l.Context().Done():
 	case <-time.After(time.Until(deadline)):
+		if l.Context().Err() != nil {
+			break // it had ended: a deadline in the past makes both cases ready at once
+		}
 		// In a synctest bubble time is exact, so the deadline is the bound. In real time the
 		// watchdog's timer, like this one, may run late on a loaded machine; the Client decided
 		// in time if the context ends within schedulingSlack (which the bubble runs check).

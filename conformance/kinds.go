@@ -28,6 +28,8 @@ func (s *suite) kinds(t *testing.T) {
 	}{
 		{"Exclusion", kindsExclusion},
 		{"ReaderSharing", readerSharing},
+		{"ReaderLeases", readerLeases},
+		{"FixedReaderLeases", fixedReaderLeases},
 		{"NoUpgrade", noUpgrade},
 		{"Downgrade", downgrade},
 		{"WriterPreference", writerPreference},

@@ -81,6 +81,19 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 		}
 	})
 
+	// Every owner has a lease length of its own, which most of its requests and renewals ask
+	// for: readers with different leases share a key, as services that share a key seldom share
+	// a TTL.
+	ownerUnits := make(map[string]time.Duration)
+	for _, o := range owners {
+		ownerUnits[o] = time.Duration(rapid.IntRange(1, 6).Draw(rt, "owner's lease units"))
+	}
+	drawLease := func(t *rapid.T, owner string) time.Duration {
+		if !rapid.Bool().Draw(t, "owner's lease") {
+			return drawTTL(t)
+		}
+		return unit*ownerUnits[owner] + time.Duration(rapid.IntRange(0, 999).Draw(t, "micros"))*time.Microsecond
+	}
 	drawWait := func(t *rapid.T) time.Duration {
 		if rapid.Bool().Draw(t, "no wait") {
 			return 0
@@ -128,10 +141,12 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 		}
 		return ""
 	}
-	// leaseOK checks a reported remaining lease against the lease of w.
+	// leaseOK checks a reported remaining lease against the key's lease in w: the latest of its
+	// holders'.
 	leaseOK := func(w *kindState, got time.Duration, t0, t1 time.Time) string {
-		lo := w.lo.Sub(t1) - time.Millisecond - slack
-		hi := w.hi.Sub(t0) + time.Millisecond + slack
+		end0, end1 := w.lease()
+		lo := end0.Sub(t1) - time.Millisecond - slack
+		hi := end1.Sub(t0) + time.Millisecond + slack
 		if got <= 0 || got < lo || got > hi {
 			return fmt.Sprintf("remaining lease %v, want within [%v, %v] and > 0", got, lo, hi)
 		}
@@ -166,7 +181,7 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 				if a.Holds != h.total() {
 					return nil, fmt.Sprintf("a fresh owner holding the key %d times (a grant): want Holds %d", h.total(), h.total())
 				}
-				w.setLease(t0, t1, req.TTL)
+				w.setLease(owner, t0, t1, req.TTL)
 				if why := fenceOK(w, req, false, a.Token); why != "" {
 					return nil, why
 				}
@@ -187,7 +202,7 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 					h.w++
 				}
 				w.holds[owner] = h
-				w.setLease(t0, t1, req.TTL)
+				w.setLease(owner, t0, t1, req.TTL) // the owner's lease, no other's
 				if why := fenceOK(w, req, false, a.Token); why != "" {
 					return nil, why
 				}
@@ -204,7 +219,7 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 				if req.Shared {
 					s.holds[owner] = kindHolds{r: 1}
 				}
-				s.setLease(t0, t1, req.TTL)
+				s.setLease(owner, t0, t1, req.TTL)
 				s.dequeue(owner) // a new hold takes its owner out of the queue
 				why = fenceOK(s, req, !req.Shared, a.Token)
 			case a.Holds != 0 || a.Token != 0:
@@ -314,7 +329,7 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 			key, owner := drawKey(t), drawOwner(t)
 			reentry := how == "" && rapid.IntRange(0, 4).Draw(t, "reentry") == 0
 			req := locker.AcquireRequest{
-				Key: key, Owner: owner, TTL: drawTTL(t), ID: newID(t), Fence: rapid.Bool().Draw(t, "fence"),
+				Key: key, Owner: owner, TTL: drawLease(t, owner), ID: newID(t), Fence: rapid.Bool().Draw(t, "fence"),
 				Reentry: reentry, Shared: how == "reader" || rapid.Bool().Draw(t, "shared"),
 				Fair: how != "reader" && rapid.Bool().Draw(t, "fair"),
 			}
@@ -432,7 +447,8 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 			r.undone = true
 		},
 		"Renew": func(t *rapid.T) {
-			key, owner, ttl := drawKey(t), drawOwner(t), drawTTL(t)
+			key, owner := drawKey(t), drawOwner(t)
+			ttl := drawLease(t, owner)
 			t0 := time.Now()
 			errs := b.Renew(ctx, []locker.Renewal{{Key: key, Owner: owner, TTL: ttl}})
 			t1 := time.Now()
@@ -452,7 +468,7 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 				case !held && err == nil:
 					return nil, "the owner does not hold the key: want ErrNotHeld"
 				case held:
-					w.setLease(t0, t1, ttl) // one lease for every holder
+					w.setLease(owner, t0, t1, ttl) // the owner's lease, no other's
 				}
 				return []*kindState{w}, ""
 			})
@@ -507,7 +523,7 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 				if removed != w.held() {
 					return nil, fmt.Sprintf("want %v", w.held())
 				}
-				w.holds, w.lo, w.hi = map[string]kindHolds{}, time.Time{}, time.Time{} // the queue stays
+				w.holds = map[string]kindHolds{} // the queue stays
 				return []*kindState{w}, ""
 			})
 		},
@@ -524,7 +540,7 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 				from = drawOwner(t)
 			}
 			to := rapid.SampledFrom(slices.DeleteFunc(slices.Clone(owners), func(o string) bool { return o == from })).Draw(t, "to")
-			req := locker.HandOffRequest{Key: key, From: from, To: to, TTL: drawTTL(t), Fence: rapid.Bool().Draw(t, "fence")}
+			req := locker.HandOffRequest{Key: key, From: from, To: to, TTL: drawLease(t, to), Fence: rapid.Bool().Draw(t, "fence")}
 			t0 := time.Now()
 			a, err := h.HandOff(ctx, req)
 			t1 := time.Now()
@@ -545,7 +561,7 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 					if err != nil || a.Holds != w.holds[to].total() {
 						return nil, fmt.Sprintf("To holds the key %d times: want them reported", w.holds[to].total())
 					}
-					w.setLease(t0, t1, req.TTL)
+					w.setLease(to, t0, t1, req.TTL)
 					return unless(w, fenceOK(w, fence, false, a.Token))
 				case held.w == 1 && held.r == 0:
 					if err != nil || a.Holds != 1 {
@@ -553,7 +569,7 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 					}
 					delete(w.holds, from)
 					w.holds[to] = kindHolds{w: 1}
-					w.setLease(t0, t1, req.TTL)
+					w.setLease(to, t0, t1, req.TTL)
 					w.dequeue(to)
 					return unless(w, fenceOK(w, fence, true, a.Token))
 				case err == nil:
@@ -581,10 +597,9 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 				t.Fatalf("Dequeue(%s, %s): %v", key, owner, err)
 			}
 			m.step(t, key, t0, t1, fmt.Sprintf("Dequeue(%s, %s)", key, owner), func(w *kindState) ([]*kindState, string) {
-				if w.dequeue(owner) && w.holds[owner] == (kindHolds{w: 1}) {
+				if h := w.holds[owner]; w.dequeue(owner) && h.w == 1 && h.r == 0 {
 					// A grant that owner did not take: given back, as by its release.
 					delete(w.holds, owner)
-					w.lo, w.hi = time.Time{}, time.Time{}
 					w.free(t0, t1)
 				}
 				return []*kindState{w}, ""
@@ -594,11 +609,11 @@ func (s *suite) kindsMachine(rt *rapid.T) {
 			time.Sleep(time.Duration(rapid.Int64Range(0, int64(3*unit)).Draw(t, "sleep")))
 		},
 		"AdvanceToEnd": func(t *rapid.T) {
-			// Step to just before or just at the end of a lease or of a queue entry.
+			// Step to just before or just at the end of a holder's lease or of a queue entry.
 			c := m.candidates(drawKey(t))[0]
 			var ends [][2]time.Time
-			if c.held() {
-				ends = append(ends, [2]time.Time{c.lo, c.hi})
+			for _, o := range slices.Sorted(maps.Keys(c.holds)) {
+				ends = append(ends, [2]time.Time{c.holds[o].lo, c.holds[o].hi})
 			}
 			for _, e := range append(slices.Clone(c.queue), c.grants...) {
 				ends = append(ends, [2]time.Time{e.lo, e.hi})

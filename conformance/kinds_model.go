@@ -9,10 +9,12 @@ import (
 )
 
 // kindModel is the reference model of a locker.KindLocker: per key, the holds of every owner
-// (exclusive and shared), the lease, the wait queue and the fencing counter.
+// (exclusive and shared), each owner's lease, the wait queue and the fencing counter.
 //
-// A real-time backend is observed through calls that take time, and both the lease and every
-// queue entry end at a time known only as a window (see model). So the model keeps, per key, a
+// Every owner that holds the key has a lease of its own, set by its own acquires and renewals
+// only: a reader's holds end when its lease does, whatever the other readers do, and the key is
+// held while any lease runs. A real-time backend is observed through calls that take time, and
+// every lease and every queue entry end at a time known only as a window (see model). So the model keeps, per key, a
 // set of candidate states: every state the backend may be in given what it answered so far. A
 // call is checked against every candidate, and against every "world" of it, that is every choice
 // of live or dead for the items (lease, queue entries) whose end may fall within the call; the
@@ -25,16 +27,19 @@ type kindModel struct {
 
 // kindState is one candidate state of a key.
 type kindState struct {
-	holds  map[string]kindHolds // the owners that hold the key; empty when free
-	lo, hi time.Time            // the lease's end, when held
+	holds  map[string]kindHolds // the owners that hold the key, with their leases; empty when free
 	queue  []kindEntry          // the wait queue, in arrival order
 	grants []kindEntry          // grant records (locker.Granter): kind 'g', ending with the grant
 	fence  uint64               // the key's latest fencing token
 	exact  bool                 // fence is the backend's counter, not only a lower bound
 }
 
-// kindHolds is an owner's hold count of each kind.
-type kindHolds struct{ w, r int }
+// kindHolds is an owner's hold count of each kind, and the end of its lease, within [lo, hi]:
+// the exclusive holder's shared holds (a downgrade) share its lease.
+type kindHolds struct {
+	w, r   int
+	lo, hi time.Time
+}
 
 func (h kindHolds) total() int { return h.w + h.r }
 
@@ -121,7 +126,7 @@ func (s *kindState) free(t0, t1 time.Time) {
 	head := s.queue[0]
 	s.queue = s.queue[1:]
 	s.holds[head.owner] = kindHolds{w: 1}
-	s.setLease(t0, t1, head.grant)
+	s.setLease(head.owner, t0, t1, head.grant)
 	if head.fence {
 		s.fence, s.exact = s.fence+1, false // drawn after the latest: at least one more
 	}
@@ -143,10 +148,29 @@ func (s *kindState) drop(e kindEntry) {
 	}
 }
 
-// setLease records a lease of ttl set by a call from t0 to t1.
-func (s *kindState) setLease(t0, t1 time.Time, ttl time.Duration) {
+// setLease records a lease of ttl for owner, who holds the key, set by a call from t0 to t1.
+// No other holder's lease changes. Its end may be counted on a clock in whole microseconds (a
+// Redis server's TIME: 1µs earlier), and a backend may round it up to a whole millisecond when
+// it stores it apart from the key's own TTL (1ms later).
+func (s *kindState) setLease(owner string, t0, t1 time.Time, ttl time.Duration) {
 	ttl = ceilMillis(ttl)
-	s.lo, s.hi = t0.Add(ttl), t1.Add(ttl)
+	h := s.holds[owner]
+	h.lo, h.hi = t0.Add(ttl-time.Microsecond), t1.Add(ttl+time.Millisecond)
+	s.holds[owner] = h
+}
+
+// lease returns the window of the end of the key's lease, when it is held: the latest of its
+// holders' leases.
+func (s *kindState) lease() (lo, hi time.Time) {
+	for _, h := range s.holds {
+		if h.lo.After(lo) {
+			lo = h.lo
+		}
+		if h.hi.After(hi) {
+			hi = h.hi
+		}
+	}
+	return lo, hi
 }
 
 // take removes one hold of owner of the kind named (all of them with all), and frees the key
@@ -162,15 +186,12 @@ func (s *kindState) take(owner string, shared, all bool) (int, bool) {
 	case shared:
 		h.r--
 	default:
-		h.w-- // at 0 with shared holds left: the key passes to shared mode, the lease unchanged
+		h.w-- // at 0 with shared holds left: the key passes to shared mode, the owner's lease unchanged
 	}
 	if h.total() == 0 {
 		delete(s.holds, owner)
 	} else {
 		s.holds[owner] = h
-	}
-	if !s.held() {
-		s.lo, s.hi = time.Time{}, time.Time{}
 	}
 	return h.total(), true
 }
@@ -179,10 +200,8 @@ func (s *kindState) take(owner string, shared, all bool) (int, bool) {
 func (s *kindState) String() string {
 	var b strings.Builder
 	for _, o := range slices.Sorted(maps.Keys(s.holds)) {
-		fmt.Fprintf(&b, "%s:%d/%d ", o, s.holds[o].w, s.holds[o].r)
-	}
-	if s.held() {
-		fmt.Fprintf(&b, "lease [%d, %d] ", s.lo.UnixNano(), s.hi.UnixNano())
+		h := s.holds[o]
+		fmt.Fprintf(&b, "%s:%d/%d[%d, %d] ", o, h.w, h.r, h.lo.UnixNano(), h.hi.UnixNano())
 	}
 	b.WriteString("queue")
 	for _, e := range append(slices.Clone(s.queue), s.grants...) {
@@ -199,12 +218,10 @@ func (s *kindState) describe(now time.Time) string {
 		b.WriteString("free")
 	}
 	for _, o := range slices.Sorted(maps.Keys(s.holds)) {
-		fmt.Fprintf(&b, "%s holds %d exclusive, %d shared; ", o, s.holds[o].w, s.holds[o].r)
+		h := s.holds[o]
+		fmt.Fprintf(&b, "%s holds %d exclusive, %d shared, its lease ends in [%v, %v]; ", o, h.w, h.r, h.lo.Sub(now), h.hi.Sub(now))
 	}
-	if s.held() {
-		fmt.Fprintf(&b, "lease ends in [%v, %v]", s.lo.Sub(now), s.hi.Sub(now))
-	}
-	b.WriteString("; queue:")
+	b.WriteString("queue:")
 	for _, e := range append(slices.Clone(s.queue), s.grants...) {
 		fmt.Fprintf(&b, " %s %c ends in [%v, %v]", e.owner, e.kind, e.lo.Sub(now), e.hi.Sub(now))
 		if e.grant > 0 {
@@ -227,34 +244,29 @@ func (m *kindModel) liveness(lo, hi, t0, t1 time.Time) liveness {
 	}
 }
 
-// worlds returns the states s may be in during a call from t0 to t1: every item known to have
-// ended is gone, and each item that may have ended during the call is kept in one world and
-// gone in another.
+// worlds returns the states s may be in during a call from t0 to t1: every item (an owner's
+// holds, a queue entry) known to have ended is gone, and each item that may have ended during
+// the call is kept in one world and gone in another.
 func (m *kindModel) worlds(s *kindState, t0, t1 time.Time) []*kindState {
 	out := []*kindState{s.clone()}
-	if s.held() {
-		switch m.liveness(s.lo, s.hi, t0, t1) {
-		case free:
-			out[0].holds, out[0].lo, out[0].hi = map[string]kindHolds{}, time.Time{}, time.Time{}
-		case unknown:
-			gone := s.clone()
-			gone.holds, gone.lo, gone.hi = map[string]kindHolds{}, time.Time{}, time.Time{}
-			out = append(out, gone)
-		}
-	}
-	for _, e := range append(slices.Clone(s.queue), s.grants...) {
-		l := m.liveness(e.lo, e.hi, t0, t1)
+	fork := func(lo, hi time.Time, drop func(w *kindState)) {
+		l := m.liveness(lo, hi, t0, t1)
 		if l == live {
-			continue
+			return
 		}
-		n := len(out)
-		for i := range n {
-			w := out[i]
+		for _, w := range out[:len(out):len(out)] {
 			if l == unknown {
 				out = append(out, w.clone()) // the world where it is still live
 			}
-			w.drop(e)
+			drop(w)
 		}
+	}
+	for _, o := range slices.Sorted(maps.Keys(s.holds)) {
+		h := s.holds[o]
+		fork(h.lo, h.hi, func(w *kindState) { delete(w.holds, o) })
+	}
+	for _, e := range append(slices.Clone(s.queue), s.grants...) {
+		fork(e.lo, e.hi, func(w *kindState) { w.drop(e) })
 	}
 	return out
 }

@@ -72,6 +72,11 @@ var mutants = []struct {
 	{"shared-advances-fence", "Kinds/SharedFencing"},
 	{"grant-keeps-fence", "Kinds/Grants"},     // a grant gives the waiter the old writer's token
 	{"grant-kept-on-dequeue", "Kinds/Grants"}, // a waiter that gives up keeps the key it was granted
+	// Readers' leases: every hold keeps its own.
+	{"one-lease-for-readers", "Kinds/Model"}, // a reader's acquire or renewal sets every reader's lease
+	{"one-lease-for-readers", "Kinds/ReaderLeases"},
+	{"one-lease-for-readers", "Kinds/FixedReaderLeases"},
+	{"ended-reader-counts", "Kinds/Model"}, // a reader whose lease ended holds on while another's runs
 }
 
 const mutantEnv = "CONFORMANCE_MUTANT"
@@ -153,13 +158,50 @@ type mutant struct {
 	records map[string]map[string]time.Time // grant records: key -> owner -> end
 }
 
-// mutantLock is exclusive (owner set, holds >= 1, maybe shared holds of owner) or shared
-// (owner "", readers in shared).
+// mutantLock is exclusive (owner set, holds >= 1, maybe shared holds of owner; its lease ends
+// at expires) or shared (owner "", readers in shared, each reader's lease ending at until).
 type mutantLock struct {
 	owner   string
 	holds   int
 	shared  map[string]int
 	expires time.Time
+	until   map[string]time.Time
+}
+
+// end returns when the lock's lease ends: the exclusive holder's, or the latest reader's.
+func (l *mutantLock) end() time.Time {
+	if l.owner != "" {
+		return l.expires
+	}
+	var last time.Time
+	for _, u := range l.until {
+		if u.After(last) {
+			last = u
+		}
+	}
+	return last
+}
+
+// setLease sets owner's lease to end at end: the exclusive holder's, or that reader's alone,
+// unless bug "one-lease-for-readers" makes it every reader's (the key's TTL, which the latest
+// reader sets).
+func (m *mutant) setLease(l *mutantLock, owner string, end time.Time) {
+	switch {
+	case l.owner != "":
+		l.expires = end
+	case m.bug == "one-lease-for-readers":
+		for o := range l.shared {
+			l.until[o] = end
+		}
+	default:
+		l.until[owner] = end
+	}
+}
+
+// leave forgets owner's shared holds on l.
+func (l *mutantLock) leave(owner string) {
+	delete(l.shared, owner)
+	delete(l.until, owner)
 }
 
 // mutantEntry is a wait queue entry: 'x' fair writer, 's' fair reader, 'w' plain writer, 'r'
@@ -226,10 +268,18 @@ func (m *mutant) lease(ttl time.Duration) time.Time {
 	return time.Now().Add(ttl)
 }
 
-// get returns the live lock on key. m.mu is held.
+// get returns the live lock on key, without the readers whose lease ended (unless bug
+// "ended-reader-counts": they hold on while any reader's lease runs). m.mu is held.
 func (m *mutant) get(key string) *mutantLock {
 	l := m.locks[key]
-	if l != nil && !time.Now().Before(l.expires) {
+	if l != nil && l.owner == "" && m.bug != "ended-reader-counts" {
+		for o, u := range l.until {
+			if !time.Now().Before(u) {
+				l.leave(o)
+			}
+		}
+	}
+	if l != nil && !time.Now().Before(l.end()) {
 		delete(m.locks, key)
 		return nil
 	}
@@ -307,7 +357,7 @@ func (m *mutant) free(key string) {
 	if len(q) > 0 && q[0].grant > 0 {
 		head := q[0]
 		m.queues[key] = q[1:]
-		m.locks[key] = &mutantLock{owner: head.owner, holds: 1, shared: map[string]int{}, expires: m.lease(head.grant)}
+		m.locks[key] = &mutantLock{owner: head.owner, holds: 1, shared: map[string]int{}, expires: m.lease(head.grant), until: map[string]time.Time{}}
 		if head.fence && m.bug != "grant-keeps-fence" {
 			m.fences[key]++
 		}
@@ -358,7 +408,7 @@ func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker
 		return locker.Acquisition{}, nil
 	}
 	if req.Fresh && l.total(owner) > 0 && m.bug != "request-id-ignored" {
-		l.expires = m.lease(req.TTL)
+		m.setLease(l, owner, m.lease(req.TTL))
 		if req.Shared || req.Fair || req.Wait > 0 {
 			m.dequeue(key, owner) // a grant taken
 		}
@@ -385,7 +435,7 @@ func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker
 			l.holds++
 		}
 		if m.bug != "reentry-keeps-lease" {
-			l.expires = m.lease(req.TTL)
+			m.setLease(l, owner, m.lease(req.TTL))
 		}
 		if req.Fence && (m.bug == "fence-per-acquire" || (req.Shared && m.bug == "shared-advances-fence")) {
 			m.fences[key]++
@@ -397,10 +447,10 @@ func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker
 		if l == nil {
 			return locker.Acquisition{}, nil
 		}
-		return locker.Acquisition{TTL: time.Until(l.expires)}, nil
+		return locker.Acquisition{TTL: time.Until(l.end())}, nil
 	default:
 		if l == nil {
-			l = &mutantLock{shared: map[string]int{}}
+			l = &mutantLock{shared: map[string]int{}, until: map[string]time.Time{}}
 			m.locks[key] = l
 		}
 		if req.Shared {
@@ -411,7 +461,7 @@ func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker
 		if req.Fence && (!req.Shared || m.bug == "shared-advances-fence") {
 			m.fences[key]++
 		}
-		l.expires = m.lease(req.TTL)
+		m.setLease(l, owner, m.lease(req.TTL))
 		m.dequeue(key, owner)
 	}
 	holds := l.total(owner)
@@ -460,18 +510,19 @@ func (m *mutant) Release(ctx context.Context, req locker.ReleaseRequest) (int, e
 	}
 	switch {
 	case all:
-		delete(l.shared, owner)
+		l.leave(owner)
 		if l.owner == owner {
 			l.owner, l.holds = "", 0
 		}
 	case req.Shared:
 		if l.shared[owner]--; l.shared[owner] == 0 {
-			delete(l.shared, owner)
+			l.leave(owner)
 		}
 	default:
 		if l.holds--; l.holds == 0 {
 			l.owner = ""
 			if len(l.shared) > 0 {
+				l.until[owner] = l.expires // a reader now, with the lease it had
 				m.notify(key)
 			}
 		}
@@ -499,7 +550,7 @@ func (m *mutant) Renew(ctx context.Context, batch []locker.Renewal) []error {
 			errs[i] = fmt.Errorf("mutant: %w", locker.ErrNotHeld)
 			continue
 		}
-		l.expires = m.lease(r.TTL)
+		m.setLease(l, r.Owner, m.lease(r.TTL))
 	}
 	return errs
 }
@@ -517,7 +568,7 @@ func (m *mutant) Inspect(ctx context.Context, key string) (locker.State, error) 
 	case l.owner != "":
 		st.Locked, st.Owner, st.Holds, st.TTL = true, l.owner, l.total(l.owner), time.Until(l.expires)
 	default:
-		st.Locked, st.Shared, st.Readers, st.TTL = true, true, len(l.shared), time.Until(l.expires)
+		st.Locked, st.Shared, st.Readers, st.TTL = true, true, len(l.shared), time.Until(l.end())
 		for o, n := range l.shared {
 			st.Owner = o
 			st.Holds += n
@@ -554,7 +605,7 @@ func (m *mutant) HandOff(ctx context.Context, req locker.HandOffRequest) (locker
 	fence := locker.AcquireRequest{Key: req.Key, Fence: req.Fence}
 	switch {
 	case l.total(req.To) > 0:
-		l.expires = m.lease(req.TTL)
+		m.setLease(l, req.To, m.lease(req.TTL))
 		return locker.HandOffResult{Holds: l.total(req.To), Token: m.token(fence), Queued: m.others(req.Key, req.To)}, nil
 	case l == nil || l.owner != req.From || l.shared[req.From] > 0 || (l.holds != 1 && m.bug != "handoff-any-holds"):
 		return locker.HandOffResult{}, fmt.Errorf("mutant: hand off: %w", locker.ErrNotHeld)

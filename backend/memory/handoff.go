@@ -31,9 +31,9 @@ func (b *Backend) HandOff(ctx context.Context, req locker.HandOffRequest) (locke
 	e := b.live(req.Key, now)
 	switch {
 	case e.heldBy(req.To): // the hand-off, sent again
-		e.expires = now.Add(ttl)
+		e.setLease(req.To, now.Add(ttl))
 		return locker.HandOffResult{Holds: e.total(req.To), Token: b.token(fence), Queued: b.others(req.Key, req.To, now)}, nil
-	case e == nil || e.owner != req.From || e.holds != 1 || e.shared[req.From] > 0:
+	case e == nil || e.owner != req.From || e.holds != 1 || e.shared[req.From].holds > 0:
 		return locker.HandOffResult{}, fmt.Errorf("memory: hand off %s: the owner does not hold it exclusively, once: %w", display.Key(req.Key), locker.ErrNotHeld)
 	}
 	e.owner, e.expires = req.To, now.Add(ttl)

@@ -45,21 +45,72 @@ type Backend struct {
 }
 
 // entry is a lock: exclusive (owner set, with holds >= 1, and perhaps shared holds of that
-// owner, a downgrade) or shared (owner "", readers in shared).
+// owner, a downgrade) or shared (owner "", readers in shared). Every holder has a lease of its
+// own: the exclusive holder's is expires; in shared mode each reader's is its reader.expires,
+// and expires is the latest of them, so that the entry lives while any reader's lease runs.
 type entry struct {
-	owner   string         // the exclusive holder; "" in shared mode
-	holds   int            // the exclusive holder's exclusive holds
-	shared  map[string]int // shared holds per owner
+	owner   string            // the exclusive holder; "" in shared mode
+	holds   int               // the exclusive holder's exclusive holds
+	shared  map[string]reader // shared holds per owner
+	expires time.Time
+}
+
+// reader is an owner's shared holds, and in shared mode the end of its lease (the exclusive
+// holder's shared holds share its lease, entry.expires).
+type reader struct {
+	holds   int
 	expires time.Time
 }
 
 // total is owner's hold count on the entry, of both kinds.
 func (e *entry) total(owner string) int {
-	n := e.shared[owner]
+	n := e.shared[owner].holds
 	if e.owner == owner {
 		n += e.holds
 	}
 	return n
+}
+
+// setLease sets owner's lease to end at until: the exclusive holder's, or in shared mode that
+// reader's alone (never another reader's), the entry living until the latest of them.
+func (e *entry) setLease(owner string, until time.Time) {
+	if !e.isShared() {
+		e.expires = until
+		return
+	}
+	r := e.shared[owner]
+	r.expires = until
+	e.shared[owner] = r
+	e.expires = e.latest()
+}
+
+// leave forgets owner's shared holds; in shared mode the entry then lives as long as the
+// readers left.
+func (e *entry) leave(owner string) {
+	delete(e.shared, owner)
+	if e.isShared() {
+		e.expires = e.latest()
+	}
+}
+
+// latest returns when the last reader's lease ends (shared mode).
+func (e *entry) latest() time.Time {
+	var last time.Time
+	for _, r := range e.shared {
+		last = maxTime(last, r.expires)
+	}
+	return last
+}
+
+// dropEnded forgets the readers whose lease has ended at now (shared mode): a hold whose lease
+// ended counts for nothing, whoever still holds the key.
+func (e *entry) dropEnded(now time.Time) {
+	for owner, r := range e.shared {
+		if !now.Before(r.expires) {
+			delete(e.shared, owner)
+		}
+	}
+	e.expires = e.latest()
 }
 
 // heldBy reports whether owner holds the entry in any way.
@@ -117,7 +168,7 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		}
 	}
 	if req.Fresh && e.heldBy(req.Owner) {
-		e.expires = now.Add(ttl) // this very request sent again, or a grant taken
+		e.setLease(req.Owner, now.Add(ttl)) // this very request sent again, or a grant taken
 		if req.Shared || req.Fair || req.Wait > 0 {
 			b.remove(req.Key, req.Owner, now) // its grant record (a request that reads the queue)
 		}
@@ -148,13 +199,14 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		if b.locks == nil {
 			b.locks = make(map[string]*entry)
 		}
-		e = &entry{expires: now.Add(ttl)} // before the sweep, which must keep it
+		e = &entry{}
 		if req.Shared {
 			e.addShared(req.Owner)
 		} else {
 			e.owner, e.holds = req.Owner, 1
 			b.advanceFence(req)
 		}
+		e.setLease(req.Owner, now.Add(ttl)) // before the sweep, which must keep it
 		b.locks[req.Key] = e
 		b.sweep(now)
 		b.granted(req, now)
@@ -162,7 +214,7 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		e.addShared(req.Owner)
 		b.granted(req, now)
 	}
-	e.expires = now.Add(ttl)
+	e.setLease(req.Owner, now.Add(ttl))
 	holds := e.total(req.Owner)
 	if !req.Fresh {
 		b.remember(req.Key, req.ID, holds, now)
@@ -173,9 +225,11 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 // addShared adds a shared hold of owner.
 func (e *entry) addShared(owner string) {
 	if e.shared == nil {
-		e.shared = make(map[string]int)
+		e.shared = make(map[string]reader)
 	}
-	e.shared[owner]++
+	r := e.shared[owner]
+	r.holds++
+	e.shared[owner] = r
 }
 
 // advanceFence advances the key's fencing counter for a new exclusive lock asked with Fence.
@@ -241,25 +295,30 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 	}
 	e := b.live(req.Key, now)
 	switch {
-	case e == nil, req.Shared && e.shared[req.Owner] == 0, !req.Shared && !(undo && req.Fresh) && e.owner != req.Owner,
+	case e == nil, req.Shared && e.shared[req.Owner].holds == 0, !req.Shared && !(undo && req.Fresh) && e.owner != req.Owner,
 		undo && req.Fresh && !e.heldBy(req.Owner):
 		return 0, fmt.Errorf("memory: release %s: %w", display.Key(req.Key), locker.ErrNotHeld)
 	case undo && req.Fresh:
 		// A fresh owner's holds all come from the acquire taken back.
-		delete(e.shared, req.Owner)
+		e.leave(req.Owner)
 		if e.owner == req.Owner {
 			e.owner, e.holds = "", 0
 		}
 	case req.Shared:
-		if e.shared[req.Owner]--; e.shared[req.Owner] == 0 {
-			delete(e.shared, req.Owner)
+		r := e.shared[req.Owner]
+		r.holds--
+		if r.holds > 0 {
+			e.shared[req.Owner] = r
+		} else {
+			e.leave(req.Owner)
 		}
 	default:
 		e.holds--
 		if e.holds == 0 {
 			e.owner = "" // shared holds of the owner, if any, remain: shared mode
 			if len(e.shared) > 0 {
-				b.notify(req.Key, "", "") // readers may join
+				e.setLease(req.Owner, e.expires) // with the lease it had
+				b.notify(req.Key, "", "")        // readers may join
 			}
 		}
 	}
@@ -301,7 +360,7 @@ func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 		if err != nil {
 			errs[i] = err
 		} else if e := b.live(r.Key, now); e.heldBy(r.Owner) {
-			e.expires = now.Add(ttl)
+			e.setLease(r.Owner, now.Add(ttl))
 		} else {
 			errs[i] = fmt.Errorf("memory: renew %s: %w", display.Key(r.Key), locker.ErrNotHeld)
 		}
@@ -327,11 +386,11 @@ func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error)
 	case e == nil:
 	case e.isShared():
 		st.Locked, st.Shared, st.Readers, st.TTL = true, true, len(e.shared), e.expires.Sub(now)
-		for owner, n := range e.shared {
+		for owner, r := range e.shared {
 			if st.Owner == "" || owner < st.Owner {
 				st.Owner = owner // the same reader every time
 			}
-			st.Holds += n
+			st.Holds += r.holds
 		}
 	default:
 		st.Locked, st.Owner, st.Holds, st.TTL = true, e.owner, e.total(e.owner), e.expires.Sub(now)
@@ -403,9 +462,13 @@ func (b *Backend) join(ctx context.Context, key string, w *notify.Waiter) (func(
 	return cancel, nil
 }
 
-// live returns key's entry if its lease has not run out at now, deleting it if it has.
+// live returns key's entry if a lease of it has not run out at now, deleting it if none has,
+// and forgets the readers whose lease has.
 func (b *Backend) live(key string, now time.Time) *entry {
 	e := b.locks[key]
+	if e != nil && e.isShared() {
+		e.dropEnded(now)
+	}
 	if e != nil && !now.Before(e.expires) {
 		delete(b.locks, key)
 		return nil

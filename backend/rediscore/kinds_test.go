@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,12 +84,52 @@ func (e *kindEnv) hash(t *testing.T, key string) map[string]string {
 	return h
 }
 
-// wantHash fails the test unless the hash at key is want.
+// wantHash fails the test unless the hash at key is want. In shared mode, want gives each
+// reader's holds: when readers overlap each value must be "<holds>@<end>", with an end of its
+// own lease in microseconds that has not passed on the server's clock; a lone reader's may be
+// its holds alone (its lease is the key's TTL).
 func (e *kindEnv) wantHash(t *testing.T, key string, want map[string]string) {
 	t.Helper()
-	if got := e.hash(t, key); !maps.Equal(got, want) {
+	got := e.hash(t, key)
+	if got[""] == "locker:shared" {
+		now := e.micros(t)
+		for owner, v := range got {
+			holds, end, ok := strings.Cut(v, "@")
+			if owner == "" {
+				continue
+			}
+			if n, err := strconv.ParseInt(end, 10, 64); (!ok && len(got) > 2) || (ok && (err != nil || n <= now)) {
+				t.Fatalf("%s = %v: reader %s's value, want it with the end of its lease, after now (%d µs), unless it reads alone", key, got, owner, now)
+			}
+			got[owner] = holds
+		}
+	}
+	if !maps.Equal(got, want) {
 		t.Fatalf("%s = %v, want %v", key, got, want)
 	}
+}
+
+// micros returns the server's clock (TIME) in microseconds.
+func (e *kindEnv) micros(t *testing.T) int64 {
+	t.Helper()
+	now, err := e.rdb.Time(t.Context()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now.UnixMicro()
+}
+
+// readerEnd returns the end of owner's lease, in microseconds, from its field in the shared
+// lock at key.
+func (e *kindEnv) readerEnd(t *testing.T, key, owner string) int64 {
+	t.Helper()
+	v := e.hash(t, key)[owner]
+	_, end, _ := strings.Cut(v, "@")
+	n, err := strconv.ParseInt(end, 10, 64)
+	if err != nil {
+		t.Fatalf("%s: reader %s's field %q has no end of its lease", key, owner, v)
+	}
+	return n
 }
 
 // pttl returns the key's PTTL (-2 when missing).
@@ -357,7 +398,9 @@ func TestKindsUpgradeRefused(t *testing.T) {
 				t.Fatalf("Acquire %+v by a reader = %+v, %v; want ErrUpgrade", req, a, err)
 			}
 		}
-		e.wantHash(t, k, before)
+		if after := e.hash(t, k); !maps.Equal(after, before) {
+			t.Fatalf("%s = %v after the refused upgrades, want %v", k, after, before)
+		}
 		if d := e.pttl(t, k); d <= time.Minute {
 			t.Fatalf("lease %v after the refused upgrades, want the hour it had", d)
 		}

@@ -16,8 +16,8 @@
 -- ARGV[7]      with ARGV[6]: the request's ID (locker.AcquireRequest.ID; may be empty)
 -- A marker lives 20000 ms (locker.RequestWindow).
 -- Returns holds: the owner's hold count after the call, exclusive and shared together (>= 1),
--- when acquired or re-entered; or, when refused, minus the holder's remaining lease in ms (< 0;
--- 0 if unknown, or when the key is free but the queue refused). With fencing ('f') the reply is
+-- when acquired or re-entered; or, when refused, minus the holder's remaining lease in ms (the
+-- longest reader's; < 0; 0 if unknown, or when the key is free but the queue refused). With fencing ('f') the reply is
 -- {holds, token}, token the fencing token (a shared hold reports the latest token and never
 -- advances it; 0 when refused); without, a bare integer, which a driver reads without
 -- allocating an array.
@@ -26,9 +26,10 @@
 -- a lock, or the marker or the fencing counter is not a number, or the queue is not a queue
 -- (lib.lua): nothing is written then.
 -- An owner that holds the lock re-enters it whatever the queue: an exclusive holder takes one
--- more exclusive hold, or a shared one (a downgrade); a reader one more shared hold. A new hold
--- is granted, exclusive on a free key, shared on a free key or one in shared mode, when the queue
--- admits it (lib.lua: admits); the owner's entry then leaves the queue, and when that lets readers
+-- more exclusive hold, or a shared one (a downgrade); a reader one more shared hold. Either sets
+-- the owner's lease, and no other reader's (lib.lua: readers). A new hold is granted, exclusive
+-- on a free key (or one whose readers' leases have all ended), shared on a free key or one in
+-- shared mode, when the queue admits it (lib.lua: admits); the owner's entry then leaves the queue, and when that lets readers
 -- at the head of the queue in, a notice wakes them. A refused request with a wait takes its
 -- place at the queue's tail (kind 'x' or 's' when fair, 'w' or 'r' when not), or keeps the one it
 -- has and refreshes its deadline; a fresh exclusive one may ask for a grant (ARGV[6]: lib.lua,
@@ -82,20 +83,37 @@ if q and q.err then
   return q
 end
 latest = tonumber(latest) or 0 -- the latest token; 0 without fencing or a counter yet
+local rs -- in shared mode: the lock's readers (lib.lua: readReaders)
+if state == 'shared' then
+  rs = readReaders(lock)
+  if rs.live == 0 then
+    redis.call('del', lock) -- every reader's lease has ended: the key is free
+    state, rs = 'free', nil
+  else
+    value = rs.holds[owner]
+  end
+end
 if done then
   redis.call('pexpire', marker, 20000)
-  if done ~= '0' and redis.call('hexists', lock, owner) == 1 then
+  if done ~= '0' and value then
     return reply(tonumber(done), latest)
   end
   return reply(0, 0)
 end
 if value then
-  local w, r = 0, tonumber(value) or 0 -- the owner's exclusive and shared holds
+  local w, r = 0, 0 -- the owner's exclusive and shared holds
   if state == 'exclusive' then
     w, r = holdsOf(value)
+  else
+    r = value
   end
   if fresh then
-    redis.call('pexpire', lock, ARGV[2]) -- this very request sent again, or a grant confirmed
+    -- This very request sent again, or a grant confirmed: the owner's lease is reset.
+    if rs then
+      writeReaders(rs, owner, r, ARGV[2])
+    else
+      redis.call('pexpire', lock, ARGV[2])
+    end
     if q then
       dequeue(q, owner)
     end
@@ -104,19 +122,24 @@ if value then
   if state == 'shared' and not shared then
     return redis.error_reply('UPGRADE the owner holds the lock shared: an exclusive hold would be an upgrade')
   end
-  if state == 'shared' or (not shared and r == 0) then
-    redis.call('hincrby', lock, owner, 1)
-  elseif shared then
-    redis.call('hset', lock, owner, exclusiveValue(w, r + 1))
+  if shared then
+    r = r + 1
   else
-    redis.call('hset', lock, owner, exclusiveValue(w + 1, r))
+    w = w + 1
   end
-  redis.call('pexpire', lock, ARGV[2])
-  local holds = w + r + 1
-  if marker and not fresh then
-    redis.call('set', marker, holds, 'px', 20000)
+  if rs then
+    writeReaders(rs, owner, r, ARGV[2]) -- the owner's lease, no other reader's
+  elseif r == 0 then
+    redis.call('hincrby', lock, owner, 1)
+    redis.call('pexpire', lock, ARGV[2])
+  else
+    redis.call('hset', lock, owner, exclusiveValue(w, r))
+    redis.call('pexpire', lock, ARGV[2])
   end
-  return reply(holds, latest)
+  if marker then
+    redis.call('set', marker, w + r, 'px', 20000)
+  end
+  return reply(w + r, latest)
 end
 if reentry then
   return redis.error_reply('NOTHELD the owner holds no lock on the key')
@@ -128,10 +151,10 @@ end
 if admitted then
   if state == 'free' then
     redis.call('hset', lock, '', shared and SHARED or MARK, owner, 1)
+    redis.call('pexpire', lock, ARGV[2])
   else
-    redis.call('hset', lock, owner, 1)
+    writeReaders(rs, owner, 1, ARGV[2]) -- a new reader, with its own lease
   end
-  redis.call('pexpire', lock, ARGV[2])
   local token = latest
   if fence and not shared then
     token = drawToken(fence, latest)
@@ -161,6 +184,11 @@ if wait > 0 then
 end
 if state == 'free' then
   return reply(0, 0) -- free, but others are ahead in the queue
+end
+if rs then
+  -- The lease of the reader whose lease ends last.
+  local left = rs.withKey and redis.call('pttl', lock) or math.ceil((rs.last - rs.now) / 1000)
+  return reply(-math.max(left, 1), 0)
 end
 local left = redis.call('pttl', lock)
 if left < 0 then

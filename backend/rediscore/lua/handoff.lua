@@ -38,11 +38,15 @@ if q.err then
   return q
 end
 latest = tonumber(latest) or 0
-if mine then
-  local w, r = 0, tonumber(mine) or 0
-  if state == 'exclusive' then
-    w, r = holdsOf(mine)
+if state == 'shared' then
+  local rs = readReaders(lock)
+  local r = rs.holds[to]
+  if r then -- To is a reader: its own lease alone is reset
+    writeReaders(rs, to, r, ARGV[3])
+    return {r, latest, others(q, to)}
   end
+elseif mine then
+  local w, r = holdsOf(mine)
   redis.call('pexpire', lock, ARGV[3])
   return {w + r, latest, others(q, to)}
 end

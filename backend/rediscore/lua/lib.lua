@@ -3,13 +3,13 @@
 -- definition starts at a line "local ..." with its comment right above it.
 --
 -- A lock is a hash whose marker field '' tells its mode, and whose other fields are its holders'
--- owner tokens (never empty, so no owner is the marker); the key's TTL is the lease, one for the
--- whole key whoever holds it:
+-- owner tokens (never empty, so no owner is the marker). Every holder has a lease of its own:
 --   - exclusive: '' = 'locker' and one field, the holder W, whose value is "<w>" (its exclusive
 --     hold count, a plain integer so that the common path is HINCRBY) or "<w>:<r>" when W also
---     has r shared holds (a downgrade);
+--     has r shared holds (a downgrade); the key's TTL is W's lease;
 --   - shared: '' = 'locker:shared' and one field per reader R_i, whose value is "<r_i>", its
---     shared hold count.
+--     shared hold count, when its lease ends with the key's TTL, or "<r_i>@<end_i>" with the end
+--     of its own lease (readReaders has the rules): each reader's calls set its own lease alone.
 -- An owner can only be added to a free key, or as a reader to a key in shared mode.
 --
 -- A lock's companion keys (see keys.go) are its request markers and its fencing counter
@@ -36,10 +36,11 @@ local function wrongType(reply)
   return type(reply) == 'table' and type(reply.err) == 'string' and reply.err:find('WRONGTYPE', 1, true) == 1
 end
 -- lockState returns the lock's mode at key — 'free' when the key does not exist, 'exclusive' or
--- 'shared' when it holds a lock in that mode — and, with owner, owner's field (false when it has
--- none); or an error reply to return. The scripts ask it before they write anything, so that a key
--- of another type, or a hash of somebody else's, is left exactly as it is. probe says that the key
--- is most likely free (an acquire): EXISTS answers that alone, in one call instead of two.
+-- 'shared' when it holds a lock in that mode — and, with owner and in exclusive mode, owner's
+-- field (false when it has none: in shared mode, ask readers); or an error reply to return. The
+-- scripts ask it before they write anything, so that a key of another type, or a hash of
+-- somebody else's, is left exactly as it is. probe says that the key is most likely free (an
+-- acquire): EXISTS answers that alone, in one call instead of two.
 local function lockState(key, owner, probe)
   if probe and redis.call('exists', key) == 0 then
     return 'free', false
@@ -61,7 +62,106 @@ local function lockState(key, owner, probe)
   else
     return redis.error_reply('NOTALOCK the key holds a hash without the lock marker')
   end
-  return state, owner and redis.call('hget', key, owner)
+  return state, state == 'exclusive' and owner and redis.call('hget', key, owner)
+end
+-- readReaders reads the lock in shared mode at key (lockState said so), for writeReaders: a table
+-- {key, holds (owner -> its shared holds, for each reader whose lease runs), ends (owner -> the
+-- end of its lease, for those that have one of their own; false when none has), ended (the
+-- owners of the fields whose lease has ended; false when none has), live (how many readers'
+-- leases run), last (the latest of their ends; 0 for none), withKey (whether a reader whose
+-- lease runs ends with the key's TTL), now (the server's clock, read only when a field has an
+-- end; false until then)}; ends and now in microseconds. (Every field is in the constructor, so
+-- that the table is made once at its size.)
+--
+-- A lone reader's field is "<r>", its shared holds: its lease is the key's TTL, as before readers
+-- had leases of their own, and costs no more. Once readers overlap, each field is "<r>@<end>",
+-- with the end of that reader's own lease on the server's clock (TIME), and the key's TTL runs
+-- just past the latest end; a reader that read alone gets its end (the key's, rounded up to a
+-- whole millisecond) when another joins. A reader whose end has passed holds nothing, and its
+-- field goes at the next write. A reader's lease is set by its own calls alone. (Keys written
+-- before readers had leases of their own may have several fields without an end: those end with
+-- the key's TTL, and get an end at the next write that sets a lease.)
+local function readReaders(key)
+  local fields = redis.call('hgetall', key)
+  local s = {key = key, holds = {}, ends = false, ended = false, live = 0, last = 0, withKey = false, now = false}
+  for i = 1, #fields, 2 do
+    local owner, value = fields[i], fields[i + 1]
+    if owner ~= '' then
+      local at = value:find('@', 1, true)
+      local r, e = tonumber(at and value:sub(1, at - 1) or value), at and tonumber(value:sub(at + 1))
+      if e and not s.now then
+        local t = redis.call('time')
+        s.now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      end
+      if not r or r <= 0 or (at and not (e and e > s.now)) then
+        s.ended = s.ended or {}
+        s.ended[#s.ended + 1] = owner
+      else
+        s.holds[owner], s.live = r, s.live + 1
+        if e then
+          s.ends = s.ends or {}
+          s.ends[owner], s.last = e, math.max(s.last, e)
+        else
+          s.withKey = true
+        end
+      end
+    end
+  end
+  return s
+end
+-- writeReaders gives owner r shared holds in the lock read as s (readReaders), with a lease of
+-- ms milliseconds from now (nil: the lease it has), or, with r 0, takes owner's holds out. No
+-- other reader's lease changes. It reports whether a reader's lease still runs; when none does,
+-- it writes nothing, and the caller frees the key. s is spent.
+local function writeReaders(s, owner, r, ms)
+  local key, ends, gone = s.key, s.ends, s.ended
+  local others, last, withKey = 0, 0, false -- the other readers whose lease runs
+  for o in pairs(s.holds) do
+    if o ~= owner then
+      local e = ends and ends[o]
+      others, withKey, last = others + 1, withKey or not e, math.max(last, e or 0)
+    end
+  end
+  if r == 0 and others == 0 then
+    return false
+  end
+  local was = ends and ends[owner]
+  local mine, fit = was, false -- owner's end of its lease after the call; whether to fit
+  if r == 0 then
+    gone = gone or {}
+    gone[#gone + 1] = owner
+    fit = not withKey -- else the key's TTL is the lease of a reader that stays
+  elseif ms and others == 0 then
+    mine = nil -- the only reader: its lease is the key's
+    redis.call('pexpire', key, ms)
+  elseif ms then
+    -- Readers overlap: each has an end of its own, and the key's TTL runs just past the latest.
+    if not s.now then
+      local t = redis.call('time')
+      s.now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    if withKey then
+      local keyEnd = s.now + (math.max(redis.call('pttl', key), 0) + 1) * 1000
+      for o, holds in pairs(s.holds) do
+        if o ~= owner and not (ends and ends[o]) then
+          redis.call('hset', key, o, string.format('%d@%d', holds, keyEnd))
+        end
+      end
+      last = math.max(last, keyEnd)
+    end
+    mine = s.now + tonumber(ms) * 1000
+    last, fit = math.max(last, mine), true
+  end
+  if gone then
+    redis.call('hdel', key, unpack(gone))
+  end
+  if r > 0 and (r ~= s.holds[owner] or mine ~= was) then
+    redis.call('hset', key, owner, mine and string.format('%d@%d', r, mine) or string.format('%d', r))
+  end
+  if fit then
+    redis.call('pexpire', key, string.format('%d', math.floor((last - s.now) / 1000) + 2))
+  end
+  return true
 end
 -- holdsOf returns the exclusive and shared hold counts in the value of an exclusive holder's
 -- field: "<w>" or "<w>:<r>".

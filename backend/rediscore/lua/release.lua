@@ -18,10 +18,12 @@
 -- nothing to release: the owner holds no hold of that kind on the key, or (take-back) the
 -- acquire did not take effect. Error NOTALOCK when the key is not a lock, or the marker, or the
 -- queue, or (when the release would grant a token) the fencing counter is not what the scripts
--- write (lib.lua): nothing is written then. The lease is left as it is while holds remain.
--- When the exclusive holder releases its last exclusive hold but has shared ones, the key passes
--- to shared mode with it as the only reader, and a notice wakes the readers that wait. A reader
--- that releases its last hold leaves; the last one deletes the key.
+-- write (lib.lua): nothing is written then. The owner's lease is left as it is while its holds
+-- remain. When the exclusive holder releases its last exclusive hold but has shared ones, the key
+-- passes to shared mode with it as the only reader, its lease unchanged, and a notice wakes the
+-- readers that wait. A reader that releases its last hold leaves, and the key's TTL runs to the
+-- end of the longest lease left; the last one deletes the key. A reader whose lease has ended
+-- has nothing to release.
 -- A release sent again changes nothing but its marker's lifetime (a write, for a WAIT after it:
 -- see acquire.lua); the marker reports the first outcome. A fresh owner's release that leaves it
 -- no hold writes a marker that lives ARGV[4] ms, or none: sent again later, it finds the owner
@@ -58,6 +60,11 @@ local latest = grantCounter(q, fence)
 if type(latest) == 'table' then
   return latest
 end
+local rs -- in shared mode: the lock's readers (lib.lua: readReaders)
+if state == 'shared' then
+  rs = readReaders(lock)
+  value = rs.holds[owner]
+end
 if marker then
   if undo then
     redis.call('set', marker, 0, 'px', 20000)
@@ -72,9 +79,11 @@ end
 if not value then
   return -1
 end
-local w, r = 0, tonumber(value) or 0 -- the owner's exclusive and shared holds
+local w, r = 0, 0 -- the owner's exclusive and shared holds
 if state == 'exclusive' then
   w, r = holdsOf(value)
+else
+  r = value
 end
 if undo and fresh then
   w, r = 0, 0 -- a fresh owner's holds all come from the acquire taken back
@@ -103,19 +112,17 @@ if state == 'exclusive' then
     return w + r
   end
   if r > 0 then
-    -- The last exclusive hold: the owner's shared holds remain, and readers may join.
+    -- The last exclusive hold: the owner's shared holds remain, its lease still the key's, and
+    -- readers may join.
     redis.call('hset', lock, '', SHARED, owner, r)
     notify(ARGV[2], lock)
     return r
   end
 elseif r > 0 then
-  redis.call('hincrby', lock, owner, -1)
+  writeReaders(rs, owner, r) -- its lease unchanged
   return r
-else
-  redis.call('hdel', lock, owner)
-  if redis.call('hlen', lock) > 1 then
-    return 0 -- other readers hold the key
-  end
+elseif writeReaders(rs, owner, 0) then
+  return 0 -- other readers hold the key, which lives as long as their leases
 end
 if q and forget(q.granted, owner) then
   redis.call('hdel', q.key, owner) -- the owner's grant record: the grant was taken, and is over
