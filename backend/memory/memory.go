@@ -27,7 +27,8 @@ const minSweep = 32
 // concurrent use; it must not be copied after first use.
 //
 // Leases expire lazily: a lock acquired at t with a TTL of d is held until just before t+d and
-// free from t+d on. Expired entries are forgotten when next touched, and all at once when the
+// free from t+d on. Every holder's lease is its own: a reader's hold ends with its own lease,
+// whatever the other readers' calls. Expired entries are forgotten when next touched, and all at once when the
 // lock map has doubled in size since the previous sweep, so memory stays bounded by about twice
 // the number of live locks.
 type Backend struct {

@@ -19,7 +19,9 @@
 //   - A lock is a hash at the lock's key: field = owner token, value = hold count, and the
 //     marker field "" = "locker" (held exclusively) or "locker:shared" (held by readers) that
 //     tells a lock from anybody else's hash; the key's TTL is the lease. An exclusive holder
-//     that also has shared holds (a downgrade) has the value "<exclusive>:<shared>". Scripts
+//     that also has shared holds (a downgrade) has the value "<exclusive>:<shared>". Readers
+//     that overlap each keep a lease of their own, "<holds>@<end>", and the key's TTL runs just
+//     past the latest. Scripts
 //     take the key in KEYS, with its companions (request markers, the fencing counter, the wait
 //     queue: keys.go), and touch no other key. A key that holds anything else is never
 //     written, renewed or deleted, and nor is a companion that holds anything but what the
