@@ -23,8 +23,8 @@ const kindsRealTimeRuns = 15
 // kindsModel runs the state machine of a KindLocker: random Acquire calls of both kinds (fair or
 // not, waiting or not, re-entry only or not), Release of both kinds, calls sent again, take-backs,
 // Renew, Inspect, ForceRelease, Dequeue, HandOff (on a HandOffer) and grants (on a Granter) by
-// 2–3 owners on 1–2 keys,
-// and steps of time, each result checked against kindModel.
+// 2–3 owners on 1–2 keys, each owner with a lease length of its own, and steps of time, each
+// result checked against kindModel.
 func (s *suite) kindsModel(t *testing.T) {
 	var runs, failing atomic.Int32
 	rapid.Check(t, func(rt *rapid.T) {

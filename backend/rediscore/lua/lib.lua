@@ -70,8 +70,7 @@ end
 -- owners of the fields whose lease has ended; false when none has), live (how many readers'
 -- leases run), last (the latest of their ends; 0 for none), withKey (whether a reader whose
 -- lease runs ends with the key's TTL), now (the server's clock, read only when a field has an
--- end; false until then)}; ends and now in microseconds. (Every field is in the constructor, so
--- that the table is made once at its size.)
+-- end; false until then)}; ends and now in microseconds.
 --
 -- A lone reader's field is "<r>", its shared holds: its lease is the key's TTL, as before readers
 -- had leases of their own, and costs no more. Once readers overlap, each field is "<r>@<end>",
