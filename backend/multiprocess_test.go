@@ -36,7 +36,8 @@ const (
 	defaultMultiProcessOps = 2000
 	// workerEnv carries a worker's workerSpec, as JSON, to the child process.
 	workerEnv = "LOCKER_MULTIPROCESS_WORKER"
-	// workerTTL is the workers' lease: far longer than any critical section, so no lease
+	// workerTTL is the lease of the workers of TestMultiProcessExclusion and of the writers of
+	// TestMultiProcessReadersWriter, renewed: far longer than any critical section, so no lease
 	// expires and every overlap is a bug.
 	workerTTL = 5 * time.Second
 )
@@ -62,10 +63,11 @@ type workerSpec struct {
 	Start   string        // the list it pops the start signal from
 	Timeout time.Duration // for the whole run, start signal included
 
-	// Mode is "" for cycles (Lock/Unlock, as fast as it can), or readerMode or writerMode for a
-	// readers/writer run (rwCycles) of For.
-	Mode string
-	For  time.Duration
+	// rwRole is, for a readers/writer run (rwCycles) of For, what the worker does and its lease;
+	// its zero value (Mode "") is for cycles (Lock/Unlock, as fast as it can, with a renewed
+	// lease of workerTTL).
+	rwRole
+	For time.Duration
 }
 
 // Four processes, each with another driver or configuration (workerRoles), lock and unlock one
@@ -122,7 +124,9 @@ func multiProcess(t *testing.T, n int, addrs ...string) {
 // runWorkers starts a worker process for each of specs (their Out, Ready and Start are set
 // here; the first of Addrs of the first carries the signals), waits until all are connected,
 // starts them at once, and returns their merged history and the time from the start signal to
-// the last exit. A worker that fails fails t.
+// the last exit. A worker that fails fails t; the histories are still returned when every worker
+// wrote one (a worker writes its history before it fails), so that the caller's check shows what
+// the failure let happen: a hold lost while its lease said it was held, and a writer beside it.
 func runWorkers(t *testing.T, specs []workerSpec) ([]history.Op, time.Duration) {
 	srv := specs[0].Addrs[0]
 	dir := t.TempDir()
@@ -195,21 +199,25 @@ func runWorkers(t *testing.T, specs []workerSpec) ([]history.Op, time.Duration) 
 		}
 	}
 	wall := time.Since(start)
-	if t.Failed() {
-		t.FailNow()
-	}
 	ops, err := history.ReadFiles(paths...)
-	if err != nil {
+	switch {
+	case err != nil && t.Failed():
+		t.FailNow() // a failed worker wrote none: its error says why
+	case err != nil:
 		t.Fatal(err)
 	}
 	return ops, wall
 }
 
 // failOnViolations fails t with res's violations, and the path of porcupine's view of the
-// history, when it has any.
+// history, when it has any. It ends the test when t has failed, with them or before (a worker of
+// runWorkers), so that the checks after it see a complete run.
 func failOnViolations(t *testing.T, res *history.Result) {
 	t.Helper()
 	if res.OK() {
+		if t.Failed() {
+			t.FailNow()
+		}
 		return
 	}
 	path, err := res.VisualizeTemp()
@@ -266,7 +274,7 @@ func TestMultiProcessWorker(t *testing.T) {
 		}
 		backend = quorum.New(nodes...)
 	}
-	c := locker.New(backend, locker.WithTTL(workerTTL), locker.WithFencing())
+	c := locker.New(backend, spec.options()...)
 	defer c.Close()
 	if _, err := c.Inspect(ctx, spec.Key); err != nil { // connected before the start
 		t.Fatal(err)
@@ -283,7 +291,7 @@ func TestMultiProcessWorker(t *testing.T) {
 	case "":
 		err = cycles(ctx, c, spec.Key, spec.Ops, rec)
 	case readerMode, writerMode:
-		err = rwCycles(ctx, c, spec.Key, spec.Mode == readerMode, spec.For, spec.Ops, rec)
+		err = rwCycles(ctx, c, spec.Key, spec.rwRole, spec.For, spec.Ops, rec)
 	default:
 		t.Fatalf("no mode %q", spec.Mode)
 	}
