@@ -218,3 +218,80 @@ func ExampleWithFencing() {
 	// written: the second holder's write with token 2
 	// refused: the first holder's late write with token 1
 }
+
+// Readers share a key: RLock holds while other readers hold too, and a writer waits until every
+// reader has unlocked (TryLock, which does not wait, is refused meanwhile).
+func ExampleClient_RLock() {
+	backend := memory.New()
+	readers, writers := locker.New(backend), locker.New(backend)
+	defer readers.Close()
+	defer writers.Close()
+	ctx := context.Background()
+
+	a, _ := readers.RLock(ctx, "catalog")
+	b, _ := readers.RLock(ctx, "catalog") // another reader: a fresh owner, not a re-entry
+	st, _ := readers.Inspect(ctx, "catalog")
+	fmt.Println("shared:", st.Shared, "readers:", st.Readers)
+
+	_, err := writers.TryLock(ctx, "catalog")
+	fmt.Println("writer while reading:", errors.Is(err, locker.ErrNotObtained))
+
+	a.Unlock()
+	b.Unlock()
+	w, err := writers.TryLock(ctx, "catalog")
+	fmt.Println("writer after the readers:", err == nil)
+	w.Unlock()
+	// Output:
+	// shared: true readers: 2
+	// writer while reading: true
+	// writer after the readers: true
+}
+
+// Inspect tells whether a key is held, by whom (the owner's label and the start of its token:
+// never the whole token), how many holds, and the lease left; it changes nothing.
+func ExampleClient_Inspect() {
+	client := locker.New(memory.New(), locker.WithOwnerLabel("billing-1"), locker.WithTTL(30*time.Second))
+	defer client.Close()
+	ctx := context.Background()
+
+	lease, _ := client.Lock(ctx, "invoice:42")
+	defer lease.Unlock()
+	st, err := client.Inspect(ctx, "invoice:42")
+	if err != nil {
+		fmt.Println("inspect:", err)
+		return
+	}
+	fmt.Println("locked:", st.Locked, "holds:", st.Holds, "by billing-1:", strings.HasPrefix(st.Owner, "billing-1#"))
+	fmt.Println("lease left ≤ 30s:", st.TTL > 0 && st.TTL <= 30*time.Second)
+
+	free, _ := client.Inspect(ctx, "invoice:43")
+	fmt.Println("free key:", free == locker.State{})
+	// Output:
+	// locked: true holds: 1 by billing-1: true
+	// lease left ≤ 30s: true
+	// free key: true
+}
+
+// ForceUnlock deletes a lock whoever holds it (an operator's tool, for a holder that is stuck):
+// the holder's lease context ends with ErrLockLost, its Unlock reports ErrNotHeld, and waiters
+// are woken.
+func ExampleClient_ForceUnlock() {
+	backend := memory.New()
+	holder := locker.New(backend, locker.WithTTL(300*time.Millisecond)) // renewed every 100ms
+	operator := locker.New(backend)
+	defer holder.Close()
+	defer operator.Close()
+	ctx := context.Background()
+
+	lease, _ := holder.Lock(ctx, "nightly-report")
+	removed, err := operator.ForceUnlock(ctx, "nightly-report")
+	fmt.Println("removed:", removed, err)
+
+	<-lease.Context().Done() // the holder's watchdog finds the hold gone at its next renewal
+	fmt.Println("holder's lease:", context.Cause(lease.Context()) == locker.ErrLockLost)
+	fmt.Println("holder's Unlock:", errors.Is(lease.Unlock(), locker.ErrNotHeld))
+	// Output:
+	// removed: true <nil>
+	// holder's lease: true
+	// holder's Unlock: true
+}

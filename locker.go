@@ -1,5 +1,13 @@
 // Package locker is a reentrant, leased, distributed lock for Go.
 //
+// What a user needs: [New] (with a backend from backend/…, and [Option]s such as [WithTTL],
+// [WithRetry] with a [RetryStrategy], [WithFencing], [WithObserver]), the [Client] it returns ([Client.Lock], [Client.TryLock],
+// [Client.RLock], [Client.Inspect], [Client.ForceUnlock], [Client.Close]), the [Lease] a lock
+// gives ([Lease.Unlock], [Lease.Context]), [State], and the errors ([ErrNotObtained],
+// [ErrNotHeld], [ErrLockLost], [ErrUnavailable]…), tested with errors.Is. The rest — [Locker],
+// [KindLocker], [HandOffer], [Granter], [FenceRaiser] and their request and result types — is the
+// contract a backend implements: a user who does not write one can skip it.
+//
 // A lock is a hash per key: one field per owner token, whose value is that owner's hold count. An
 // owner that already holds a key may lock it again (re-enter); the key is free again when every
 // hold has been released, or when its lease (TTL) runs out. While a [Lease] is held, the [Client]'s
