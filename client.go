@@ -68,16 +68,17 @@ func New(backend Locker, opts ...Option) *Client {
 // again.
 //
 // A backend that is unavailable (ErrUnavailable: connection refused or broken, a server restarting
-// or failing over) does not end the wait: Lock tries again, sending the same request ID so that
-// an acquire whose reply was lost is not applied twice, at most 200ms apart, for as long as the
-// retry strategy and ctx allow.
+// or failing over) is not contention: Lock tries again, at most 200ms apart, sending the same
+// request ID so that an acquire whose reply was lost is not applied twice, for up to
+// WithUnavailableTimeout (default 5s) from the first failure, then returns the backend's error,
+// which wraps ErrUnavailable and the driver's own error (when ctx ends first, or the retry
+// strategy gives up, the error wraps those too), never ErrNotObtained.
 //
-// It returns an error wrapping ErrNotObtained (a *NotObtainedError) when the retry strategy gives
-// up, or when ctx ends while waiting (then the error also wraps ctx.Err()); ErrInvalid for an
-// empty or too long key, a nil ctx or an invalid option; ErrClosed after Close; ErrNotALock
-// when the key holds something else (a value of another type); and the backend's error,
-// wrapped, when the backend fails otherwise, or is still unavailable when the
-// strategy gives up. Whenever Lock returns an error after an acquire whose outcome it does not
+// It returns an error wrapping ErrNotObtained (a *NotObtainedError) when another owner holds the
+// lock and the retry strategy gives up, or ctx ends while waiting (then the error also wraps
+// ctx.Err()); ErrInvalid for an empty or too long key, a nil ctx or an invalid option;
+// ErrClosed after Close; ErrNotALock when the key holds something else (a value of another
+// type); and the backend's error, wrapped, when the backend fails otherwise. Whenever Lock returns an error after an acquire whose outcome it does not
 // know (ctx ended during the call, or the backend failed), it takes that acquire back in the
 // background (see ReleaseRequest.Undo), sending the take-back again for up to 5s while the
 // backend is unavailable, so no hold is left behind for a whole TTL.
@@ -220,6 +221,8 @@ type request struct {
 	reentry          bool          // only re-enter the owner's hold (carried by ctx, or WithHeldOwner)
 	shared           bool          // a shared hold (RLock)
 	wait             time.Duration // AcquireRequest.Wait: the queue entry a refusal leaves
+	downSince        time.Time     // the first failure of a run of attempts that found the backend unavailable
+	downErr          error         // the latest of those failures; nil while the backend answers
 	grant            time.Duration // AcquireRequest.Grant: a release may grant it the key (Granter)
 	queued           bool          // a refusal may have left an entry in the key's queue
 	dequeued         bool          // a Dequeue of its owner was sent: it may give back a later grant
@@ -303,8 +306,8 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 	var refused *NotObtainedError
 	if t == nil {
 		l, ref, err := c.attempt(ctx, r)
-		if wait && mayRetry && errors.Is(err, ErrUnavailable) {
-			ref, err = &NotObtainedError{Key: r.key, Err: err}, nil // wait and try again
+		if wait && mayRetry && errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+			ref, err = &NotObtainedError{Key: r.key}, c.down(ctx, r, err) // wait and try again
 		}
 		if l != nil || err != nil {
 			return l, err
@@ -368,7 +371,7 @@ func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedE
 		switch {
 		case r.reentry && errors.Is(err, ErrNotHeld):
 			return nil, nil, c.loseReentry(r)
-		case ctx.Err() != nil:
+		case ctx.Err() != nil && !errors.Is(err, ErrUnavailable):
 			return nil, nil, &NotObtainedError{Key: r.key, Err: ctx.Err()}
 		}
 		return nil, nil, fmt.Errorf("locker: lock %s: %w", display.Key(r.key), err)
@@ -507,27 +510,36 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 		}
 		if refused == nil {
 			l, ref, err := c.attempt(ctx, r)
-			if errors.Is(err, ErrUnavailable) {
-				ref, err = &NotObtainedError{Key: r.key, Err: err}, nil
+			switch {
+			case errors.Is(err, ErrUnavailable) && ctx.Err() != nil:
+				// The call ended with ctx, and its error says why: the backend was unavailable.
+			case errors.Is(err, ErrUnavailable):
+				ref, err = &NotObtainedError{Key: r.key}, c.down(ctx, r, err)
+			case err != nil && r.downErr != nil && ctx.Err() != nil:
+				err = fmt.Errorf("%w; then %w", r.downErr, ctx.Err()) // the call ended with ctx
+			case l != nil || ref != nil:
+				r.downErr = nil // the backend answered
 			}
 			if l != nil || err != nil {
 				return l, err
 			}
 			refused = ref
 		}
-		// A refusal with Err set stands for an unavailable backend: Err is its error.
-		unavailable := refused.Err
+		down := r.downErr != nil
 		backoff, ok := r.cfg.retry.Backoff(retries)
 		if !ok {
-			if unavailable != nil {
-				return nil, unavailable
+			if down {
+				return nil, fmt.Errorf("%w; the retry strategy gave up", r.downErr)
 			}
 			return nil, refused
 		}
-		if unavailable != nil {
+		if down {
 			backoff = min(backoff, maxUnavailableWait)
+			if d := r.cfg.down; d > 0 {
+				backoff = min(backoff, max(time.Until(r.downSince.Add(d)), 0)) // the last try at the bound
+			}
 		}
-		if !listened && unavailable == nil {
+		if !listened && !down {
 			// Subscribe only once refused, so an uncontended Lock costs one round trip, then try
 			// again at once: a release between the refusal and the subscription sent no notice
 			// to us. A backend without notices (or a failed subscription) leaves timers only.
@@ -559,8 +571,8 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 		}
 		_, grant, err := w.wait(ctx, backoff, notices, grants)
 		if err != nil {
-			if unavailable != nil {
-				return nil, fmt.Errorf("%w; the backend was unavailable: %w", &NotObtainedError{Key: r.key, Err: err}, unavailable)
+			if down {
+				return nil, fmt.Errorf("%w; then %w", r.downErr, err) // obtain says ErrClosed when Close ended ctx
 			}
 			refused.Err = err
 			return nil, refused // obtain says ErrClosed when Close ended ctx
@@ -591,6 +603,21 @@ func lostReentry(key string) error {
 // maxUnavailableWait is the longest Lock waits before trying again after the backend was
 // unavailable, so that it gets the lock soon after the backend is back.
 const maxUnavailableWait = 200 * time.Millisecond
+
+// down records that an attempt of r found the backend unavailable (err wraps ErrUnavailable),
+// logging when a run of such failures begins, and returns the error Lock ends with once the run
+// has lasted WithUnavailableTimeout: err, with that said; nil while Lock may try again.
+func (c *Client) down(ctx context.Context, r *request, err error) error {
+	if r.downErr == nil {
+		r.downSince = time.Now()
+		c.logUnavailable(ctx, r.key, r.cfg.down, err)
+	}
+	r.downErr = err
+	if d := r.cfg.down; d > 0 && time.Since(r.downSince) >= d {
+		return fmt.Errorf("%w; gave up after %v (WithUnavailableTimeout)", err, d)
+	}
+	return nil
+}
 
 // register records a granted hold: it makes the Lease and its context and hands the hold to the
 // watchdog. sent is when the Acquire was sent, seq what opStart returned before it, and lease the

@@ -151,31 +151,6 @@ func TestReentryDuringRenewal(t *testing.T) {
 	}
 }
 
-// unavailable is a backend whose every acquire fails as unavailable.
-type unavailable struct{ locker.Locker }
-
-func (unavailable) Acquire(context.Context, locker.AcquireRequest) (locker.Acquisition, error) {
-	return locker.Acquisition{}, fmt.Errorf("connection refused: %w", locker.ErrUnavailable)
-}
-
-// A Lock that waited through an unavailable backend until its ctx ended says both: not
-// obtained (with the ctx's error), and the backend's unavailability; not a holder's lease.
-func TestLockUntilCtxWhileUnavailable(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c := locker.New(unavailable{memory.New()})
-		defer c.Close()
-		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-		defer cancel()
-		_, err := c.Lock(ctx, "k")
-		if !errors.Is(err, locker.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, locker.ErrUnavailable) {
-			t.Fatalf("Lock = %v, want ErrNotObtained, DeadlineExceeded and ErrUnavailable", err)
-		}
-		if strings.Contains(err.Error(), "held by another owner") {
-			t.Fatalf("Lock = %v: no owner was seen", err)
-		}
-	})
-}
-
 // Error messages cut a key after 64 bytes: a 64 KiB key must not make a 64 KiB message.
 func TestErrorsCutLongKeys(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

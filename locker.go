@@ -398,7 +398,8 @@ type State struct {
 var (
 	// ErrNotObtained means the lock is held by another owner and the call gave up: TryLock's
 	// one attempt was refused, Lock's retry strategy ran out, or Lock's ctx ended while waiting
-	// (then the error also wraps ctx.Err()). The error is a *NotObtainedError.
+	// (then the error also wraps ctx.Err()). The error is a *NotObtainedError. A backend that
+	// could not be reached is never reported so: see ErrUnavailable.
 	ErrNotObtained = errors.New("locker: lock not obtained")
 
 	// ErrNotHeld means the caller does not hold the lock: the Lease was already unlocked, or
@@ -417,7 +418,9 @@ var (
 
 	// ErrUnavailable means the backend could not be reached or could not answer for now
 	// (connection refused or broken, a server loading its data or failing over). Lock retries
-	// such failures, with the same request ID, as long as its retry strategy and ctx allow.
+	// such failures, with the same request ID, for up to WithUnavailableTimeout (default 5s)
+	// within its ctx and retry strategy, then returns an error that wraps it and the driver's
+	// own error; TryLock returns it at once.
 	ErrUnavailable = errors.New("locker: backend unavailable")
 
 	// ErrInvalid means an argument or option was invalid (empty key, TTL under a millisecond,

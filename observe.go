@@ -160,8 +160,9 @@ func WithObserver(o Observer) Option {
 
 // WithLogger makes the Client write log/slog records, at level Warn, of lost leases (the key,
 // the owner as Lease.String shows it, without its secret part, the cause and the time held),
-// of renewals that failed, and of release-notice subscriptions that failed (once per Lock call
-// that waits: it then waits on timers). Keys over 64 bytes are cut. A nil logger writes
+// of renewals that failed, of release-notice subscriptions that failed (once per Lock call
+// that waits: it then waits on timers), and of a Lock that found the backend unavailable and
+// tries again (once per run of failures; see WithUnavailableTimeout). Keys over 64 bytes are cut. A nil logger writes
 // nothing. It applies to the Client (in New); given to a single call, it is ignored. Default: no
 // records.
 func WithLogger(l *slog.Logger) Option {
@@ -317,6 +318,20 @@ func (c *Client) logSubscribe(ctx context.Context, key string, err error) {
 	}
 	c.cfg.obs.log.LogAttrs(ctx, slog.LevelWarn, "locker: release notices unavailable, waiting on timers",
 		slog.String("key", logKey(key)), slog.Any("error", err))
+}
+
+// logUnavailable logs, when the Client has a logger, that a Lock found the backend unavailable
+// and tries again for up to bound (0: while its ctx and retry strategy allow).
+func (c *Client) logUnavailable(ctx context.Context, key string, bound time.Duration, err error) {
+	if c.cfg.obs == nil || c.cfg.obs.log == nil {
+		return
+	}
+	until := slog.Duration("for", bound)
+	if bound == 0 {
+		until = slog.String("for", "as long as ctx and the retry strategy allow")
+	}
+	c.cfg.obs.log.LogAttrs(ctx, slog.LevelWarn, "locker: backend unavailable, trying again",
+		slog.String("key", logKey(key)), until, slog.Any("error", err))
 }
 
 // logKey returns key for a log record, cut as display.Key cuts it when it is long.

@@ -15,6 +15,9 @@ const (
 	// DefaultUnlockTimeout bounds an Unlock, all its attempts together, when no
 	// WithUnlockTimeout is given.
 	DefaultUnlockTimeout = 5 * time.Second
+	// DefaultUnavailableTimeout is how long Lock and RLock keep trying while the backend is
+	// unavailable, when no WithUnavailableTimeout is given.
+	DefaultUnavailableTimeout = 5 * time.Second
 	// MinTTL is the shortest lease accepted: backends count leases in whole milliseconds.
 	MinTTL = time.Millisecond
 	// MaxKeyLen is the longest key accepted, in bytes, key prefix included.
@@ -41,6 +44,7 @@ type config struct {
 	label  string // put in front of fresh owner tokens (WithOwnerLabel)
 	prefix string
 	unlock time.Duration // bound of an Unlock (WithUnlockTimeout)
+	down   time.Duration // how long Lock tries while the backend is unavailable; 0: no bound
 	obs    *observers    // WithObserver, WithLogger; only the Client's are used
 	err    error         // the first invalid option, reported by every call that uses this config
 
@@ -52,7 +56,7 @@ type config struct {
 }
 
 func defaultConfig() config {
-	return config{ttl: DefaultTTL, renew: true, retry: defaultRetry, unlock: DefaultUnlockTimeout}
+	return config{ttl: DefaultTTL, renew: true, retry: defaultRetry, unlock: DefaultUnlockTimeout, down: DefaultUnavailableTimeout}
 }
 
 // with returns a copy of c with opts applied.
@@ -201,6 +205,24 @@ func WithUnlockTimeout(d time.Duration) Option {
 			return
 		}
 		c.unlock = d
+	}
+}
+
+// WithUnavailableTimeout bounds how long Lock and RLock keep trying while the backend is
+// unavailable (connection refused or broken, a server restarting or failing over: an error
+// wrapping ErrUnavailable), counted from the first attempt of a run of such failures; any answer
+// of the backend ends the run. Past d, Lock returns an error that wraps ErrUnavailable and the
+// backend's own error; a Client with a logger (WithLogger) logs when a run begins. d = 0 keeps
+// trying for as long as ctx and the retry strategy allow: for a server expected back. TryLock
+// returns the backend's error at once, whatever d. Default DefaultUnavailableTimeout (5s); d
+// must not be negative.
+func WithUnavailableTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.invalid(fmt.Errorf("%w: WithUnavailableTimeout(%v): must not be negative", ErrInvalid, d))
+			return
+		}
+		c.down = d
 	}
 }
 

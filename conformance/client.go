@@ -36,6 +36,7 @@ func (s *suite) client(t *testing.T) {
 		{"LocalQueue", localQueue},
 		{"HandOff", handOff},
 		{"WaitBounded", waitBounded},
+		{"Unavailable", unavailable},
 		{"InvalidInput", invalidInput},
 		{"KeyPrefix", keyPrefix},
 		{"Close", closeEndsLeases},

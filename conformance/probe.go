@@ -19,6 +19,9 @@ var errInjected = errors.New("conformance: injected renewal failure")
 // errLostReply is the failure of a call whose reply a probe dropped: the backend unavailable.
 var errLostReply = fmt.Errorf("conformance: injected lost reply: %w", locker.ErrUnavailable)
 
+// errUnreachable is a driver's own error for a backend that cannot be reached.
+var errUnreachable = errors.New("conformance: injected connection refused")
+
 // probe wraps the backend under test: it counts the calls (callcount), then passes them to
 // faults, which records renewal batches, can make renewals fail (a network partition as the
 // Client sees it) or lose replies, and signals refusals. A step that calls probe.faults directly
@@ -55,6 +58,7 @@ type faults struct {
 	batches   []int       // size of every Renew batch
 	renewals  []time.Time // when every Renew call was made
 	failRenew bool
+	down      bool        // every Acquire fails at once, unavailable (errUnreachable), until cleared
 	refused   chan string // receives the key of every refused Acquire, when not nil
 	queued    chan string // receives the owner of every refused Acquire with Wait, when not nil
 	dequeued  chan string // receives the owner of every Dequeue call once it returned, when not nil
@@ -130,7 +134,21 @@ func (p *faults) watchRefusals() <-chan string {
 	return ch
 }
 
+// setDown makes every Acquire fail at once, without reaching the backend, as on a server that
+// refuses connections, until setDown(false).
+func (p *faults) setDown(down bool) {
+	p.mu.Lock()
+	p.down = down
+	p.mu.Unlock()
+}
+
 func (p *faults) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
+	p.mu.Lock()
+	down := p.down
+	p.mu.Unlock()
+	if down {
+		return locker.Acquisition{}, fmt.Errorf("%w: %w", locker.ErrUnavailable, errUnreachable)
+	}
 	a, err := p.Locker.Acquire(ctx, req)
 	if err == nil {
 		if lost := p.loseReply(ctx, "Acquire"); lost != nil {

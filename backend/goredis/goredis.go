@@ -36,11 +36,16 @@ import (
 
 // New returns the Redis backend (a locker.Locker) on c, configured by opts (rediscore.Option:
 // WithReplicaAck, WithNoticeConns; none by default). It is safe for concurrent use and needs no
-// Close: c stays the caller's, and the Backend never closes it.
+// Close: c stays the caller's, and the Backend never closes it. New adds a hook to c (to a
+// cluster's or a ring's nodes as they are made) that only remembers the latest dial that failed,
+// so that a call cut short by its ctx while the server refused connections says so: go-redis
+// itself then reports the ctx's error alone.
 func New(c redis.UniversalClient, opts ...rediscore.Option) *rediscore.Backend {
 	d := &driver{c: c, scripts: rediscore.PrepareScripts(redis.NewScript)}
 	_, d.cluster = c.(*redis.ClusterClient)
-	return rediscore.New(rediscore.Interruptible(d), "goredis", opts...)
+	dials := &dialWatch{}
+	dials.watchDials(c)
+	return rediscore.New(explained{rediscore.Interruptible(d), dials}, "goredis", opts...)
 }
 
 // driver implements rediscore.Driver with go-redis.

@@ -83,7 +83,9 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		return locker.Acquisition{}, fmt.Errorf("quorum: acquire %s: granted after %v, too late for a lease of %v: %w",
 			display.Key(req.Key), time.Since(start), req.TTL, locker.ErrUnavailable)
 	}
-	if notHeld != nil {
+	// A re-entry is refused by a node only when the node remembers it (it was sent again): a
+	// majority of such refusals outvotes the nodes that missed it and know nothing of the hold.
+	if notHeld != nil && len(refusals) < b.majority {
 		return locker.Acquisition{}, fmt.Errorf("quorum: acquire %s: re-entry granted by %d of %d nodes, %d needed: %w",
 			display.Key(req.Key), len(holds), len(b.nodes), b.majority, notHeld)
 	}
