@@ -3,7 +3,6 @@ package locker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -40,7 +39,7 @@ type Client struct {
 func New(backend Locker, opts ...Option) *Client {
 	cfg := defaultConfig().with(opts)
 	if backend == nil {
-		cfg.invalid(fmt.Errorf("%w: nil backend", ErrInvalid))
+		cfg.invalid(display.Errorf("%w: nil backend", ErrInvalid))
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	return &Client{
@@ -125,13 +124,13 @@ func (c *Client) TryRLock(ctx context.Context, key string, opts ...Option) (*Lea
 func (c *Client) Inspect(ctx context.Context, key string) (State, error) {
 	full, err := c.check(ctx, key, c.cfg)
 	if err != nil {
-		return State{}, fmt.Errorf("locker: inspect: %w", err)
+		return State{}, display.Errorf("locker: inspect %s: %w", display.Key(key), err)
 	}
 	bound, id, cancel := c.calls.begin(ctx)
 	st, err := c.backend.Inspect(bound, full)
 	c.calls.end(id, cancel)
 	if err != nil {
-		return State{}, fmt.Errorf("locker: inspect %s: %w", display.Key(key), c.closedErr(ctx, err))
+		return State{}, display.Errorf("locker: inspect %s: %w", display.Key(key), c.closedErr(ctx, err))
 	}
 	st.Owner = display.Owner(st.Owner)
 	return st, nil
@@ -145,13 +144,13 @@ func (c *Client) Inspect(ctx context.Context, key string) (State, error) {
 func (c *Client) ForceUnlock(ctx context.Context, key string) (bool, error) {
 	full, err := c.check(ctx, key, c.cfg)
 	if err != nil {
-		return false, fmt.Errorf("locker: force unlock: %w", err)
+		return false, display.Errorf("locker: force unlock %s: %w", display.Key(key), err)
 	}
 	bound, id, cancel := c.calls.begin(ctx)
 	removed, err := c.backend.ForceRelease(bound, full)
 	c.calls.end(id, cancel)
 	if err != nil {
-		return false, fmt.Errorf("locker: force unlock %s: %w", display.Key(key), c.closedErr(ctx, err))
+		return false, display.Errorf("locker: force unlock %s: %w", display.Key(key), c.closedErr(ctx, err))
 	}
 	c.loseKey(full)
 	return removed, nil
@@ -190,18 +189,18 @@ func (c *Client) Close() error {
 func (c *Client) check(ctx context.Context, key string, cfg config) (string, error) {
 	switch {
 	case ctx == nil:
-		return "", fmt.Errorf("%w: nil context", ErrInvalid)
+		return "", display.Errorf("%w: nil context", ErrInvalid)
 	case cfg.err != nil:
 		return "", cfg.err
 	case key == "":
-		return "", fmt.Errorf("%w: empty key", ErrInvalid)
+		return "", display.Errorf("%w: empty key", ErrInvalid)
 	case len(cfg.prefix)+len(key) > MaxKeyLen:
-		return "", fmt.Errorf("%w: key of %d bytes is over the limit of %d", ErrInvalid, len(cfg.prefix)+len(key), MaxKeyLen)
+		return "", display.Errorf("%w: key of %d bytes is over the limit of %d", ErrInvalid, len(cfg.prefix)+len(key), MaxKeyLen)
 	}
 	if err := ctx.Err(); err != nil {
 		// A lease's context ends with a cause (ErrLockLost, ErrClosed): say it.
 		if cause := context.Cause(ctx); cause != err {
-			return "", fmt.Errorf("%w: %w", err, cause)
+			return "", display.Errorf("%w: %w", err, cause)
 		}
 		return "", err
 	}
@@ -251,10 +250,10 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 	full, err := c.check(ctx, key, cfg)
 	_, kinds := c.backend.(KindLocker)
 	if err == nil && (shared || cfg.fair) && !kinds {
-		err = fmt.Errorf("the backend (%T) has no shared holds or wait queues (it is no locker.KindLocker): %w", c.backend, errors.ErrUnsupported)
+		err = display.Errorf("the backend (%T) has no shared holds or wait queues (it is no locker.KindLocker): %w", c.backend, errors.ErrUnsupported)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("locker: lock %s: %w", display.Key(key), err)
+		return nil, display.Errorf("locker: lock %s: %w", display.Key(key), err)
 	}
 	// Every backend call below is bounded by ctx and by Close; the Lease keeps ctx's values.
 	callerCtx := ctx
@@ -262,7 +261,7 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 	defer func() {
 		c.calls.end(id, cancel)
 		if err != nil && !errors.Is(err, ErrClosed) && callerCtx.Err() == nil && c.ctx.Err() != nil {
-			err = fmt.Errorf("locker: lock %s: %w", display.Key(key), ErrClosed)
+			err = display.Errorf("locker: lock %s: %w", display.Key(key), ErrClosed)
 		}
 	}()
 	r := &request{key: key, full: full, owner: cfg.owner, reentry: cfg.heldOwner, cfg: cfg, shared: shared}
@@ -374,7 +373,7 @@ func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedE
 		case ctx.Err() != nil && !errors.Is(err, ErrUnavailable):
 			return nil, nil, &NotObtainedError{Key: r.key, Err: ctx.Err()}
 		}
-		return nil, nil, fmt.Errorf("locker: lock %s: %w", display.Key(r.key), err)
+		return nil, nil, display.Errorf("locker: lock %s: %w", display.Key(r.key), err)
 	}
 	r.pending = false
 	if res.Acquired() && !r.reentry {
@@ -516,7 +515,7 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 			case errors.Is(err, ErrUnavailable):
 				ref, err = &NotObtainedError{Key: r.key}, c.down(ctx, r, err)
 			case err != nil && r.downErr != nil && ctx.Err() != nil:
-				err = fmt.Errorf("%w; then %w", r.downErr, ctx.Err()) // the call ended with ctx
+				err = display.Errorf("%w; then %w", r.downErr, ctx.Err()) // the call ended with ctx
 			case l != nil || ref != nil:
 				r.downErr = nil // the backend answered
 			}
@@ -529,7 +528,7 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 		backoff, ok := r.cfg.retry.Backoff(retries)
 		if !ok {
 			if down {
-				return nil, fmt.Errorf("%w; the retry strategy gave up", r.downErr)
+				return nil, display.Errorf("%w; the retry strategy gave up", r.downErr)
 			}
 			return nil, refused
 		}
@@ -572,7 +571,7 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 		_, grant, err := w.wait(ctx, backoff, notices, grants)
 		if err != nil {
 			if down {
-				return nil, fmt.Errorf("%w; then %w", r.downErr, err) // obtain says ErrClosed when Close ended ctx
+				return nil, display.Errorf("%w; then %w", r.downErr, err) // obtain says ErrClosed when Close ended ctx
 			}
 			refused.Err = err
 			return nil, refused // obtain says ErrClosed when Close ended ctx
@@ -597,7 +596,7 @@ func (c *Client) loseReentry(r *request) error {
 
 // lostReentry is the error of a re-entry into a hold that is gone.
 func lostReentry(key string) error {
-	return fmt.Errorf("locker: lock %s: re-entry: the owner no longer holds it (released, expired or forced away), and a re-entry never takes a new lock: %w", display.Key(key), ErrLockLost)
+	return display.Errorf("locker: lock %s: re-entry: the owner no longer holds it (released, expired or forced away), and a re-entry never takes a new lock: %w", display.Key(key), ErrLockLost)
 }
 
 // maxUnavailableWait is the longest Lock waits before trying again after the backend was
@@ -614,7 +613,7 @@ func (c *Client) down(ctx context.Context, r *request, err error) error {
 	}
 	r.downErr = err
 	if d := r.cfg.down; d > 0 && time.Since(r.downSince) >= d {
-		return fmt.Errorf("%w; gave up after %v (WithUnavailableTimeout)", err, d)
+		return display.Errorf("%w; gave up after %v (WithUnavailableTimeout)", err, d)
 	}
 	return nil
 }
@@ -695,7 +694,7 @@ func (c *Client) giveBack(ctx context.Context, l *Lease, cause error) error {
 	if cause == ErrLockLost {
 		return lostReentry(l.key)
 	}
-	return fmt.Errorf("locker: lock %s: %w", display.Key(l.key), cause)
+	return display.Errorf("locker: lock %s: %w", display.Key(l.key), cause)
 }
 
 // loseUpTo drops the leases of h registered at or before seq (see hold.dropUpTo), and forgets h

@@ -232,10 +232,10 @@ var notHeldContext = func() context.Context {
 // works after the Client was closed, as long as the backend still works.
 func (l *Lease) Unlock() error {
 	if l == nil {
-		return fmt.Errorf("locker: unlock of a nil Lease: %w", ErrNotHeld)
+		return display.Errorf("locker: unlock of a nil Lease: %w", ErrNotHeld)
 	}
 	if !l.unlocked.CompareAndSwap(false, true) {
-		return fmt.Errorf("locker: unlock %s: already unlocked: %w", display.Key(l.key), ErrNotHeld)
+		return display.Errorf("locker: unlock %s: already unlocked: %w", display.Key(l.key), ErrNotHeld)
 	}
 	l.end(nil)
 	// The release keeps the values of the lease's context (tracing) but not its end: l.values is
@@ -257,9 +257,9 @@ func (l *Lease) Unlock() error {
 	l.unlocking.stop()
 	switch {
 	case err != nil && timedOut:
-		err = fmt.Errorf("locker: unlock %s: no answer within %v (WithUnlockTimeout); the hold may stay until its lease runs out: %w", display.Key(l.key), l.unlockTimeout, err)
+		err = display.Errorf("locker: unlock %s: no answer within %v (WithUnlockTimeout); the hold may stay until its lease runs out: %w", display.Key(l.key), l.unlockTimeout, err)
 	case err != nil:
-		err = fmt.Errorf("locker: unlock %s: %w", display.Key(l.key), err)
+		err = display.Errorf("locker: unlock %s: %w", display.Key(l.key), err)
 	}
 	if obs := l.client.cfg.obs; obs != nil {
 		l.observeUnlock(obs, err)

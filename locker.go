@@ -393,8 +393,9 @@ type State struct {
 	Queued int
 }
 
-// The sentinel errors. Errors returned by this module wrap them with context; test with
-// [errors.Is].
+// The sentinel errors. Errors returned by this module wrap them with context, one clause per
+// layer, naming the package and the key once ("locker: unlock "k": goredis: release: lock not
+// held"); test with [errors.Is], not the text.
 var (
 	// ErrNotObtained means the lock is held by another owner and the call gave up: TryLock's
 	// one attempt was refused, Lock's retry strategy ran out, or Lock's ctx ended while waiting

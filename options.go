@@ -1,11 +1,12 @@
 package locker
 
 import (
-	"fmt"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/hashlock/locker/internal/display"
 )
 
 // Defaults and limits of the options.
@@ -71,7 +72,7 @@ func (c config) with(opts []Option) config {
 func (c config) apply(opts []Option) config {
 	for _, opt := range opts {
 		if opt == nil {
-			c.invalid(fmt.Errorf("%w: nil Option", ErrInvalid))
+			c.invalid(display.Errorf("%w: nil Option", ErrInvalid))
 			continue
 		}
 		opt(&c)
@@ -92,7 +93,7 @@ func (c *config) invalid(err error) {
 func WithTTL(d time.Duration) Option {
 	return func(c *config) {
 		if d < MinTTL {
-			c.invalid(fmt.Errorf("%w: TTL %v is below the minimum of %v", ErrInvalid, d, MinTTL))
+			c.invalid(display.Errorf("%w: TTL %v is below the minimum of %v", ErrInvalid, d, MinTTL))
 			return
 		}
 		c.ttl = d
@@ -131,7 +132,7 @@ func WithOwner(id string) Option {
 // setOwner sets the owner of WithOwner (held false) or WithHeldOwner (held true).
 func (c *config) setOwner(id string, held bool) {
 	if id == "" || len(id) > MaxOwnerLen {
-		c.invalid(fmt.Errorf("%w: owner must be 1 to %d bytes, got %d", ErrInvalid, MaxOwnerLen, len(id)))
+		c.invalid(display.Errorf("%w: owner must be 1 to %d bytes, got %d", ErrInvalid, MaxOwnerLen, len(id)))
 		return
 	}
 	c.owner, c.heldOwner = id, held
@@ -169,11 +170,11 @@ func WithOwnerLabel(label string) Option {
 func CheckOwnerLabel(label string) error {
 	switch {
 	case label == "" || len(label) > MaxLabelLen:
-		return fmt.Errorf("%w: owner label must be 1 to %d bytes, got %d", ErrInvalid, MaxLabelLen, len(label))
+		return display.Errorf("%w: owner label must be 1 to %d bytes, got %d", ErrInvalid, MaxLabelLen, len(label))
 	case !utf8.ValidString(label):
-		return fmt.Errorf("%w: owner label is not valid UTF-8", ErrInvalid)
+		return display.Errorf("%w: owner label is not valid UTF-8", ErrInvalid)
 	case strings.ContainsFunc(label, unicode.IsControl):
-		return fmt.Errorf("%w: owner label %q has a control character", ErrInvalid, label)
+		return display.Errorf("%w: owner label %q has a control character", ErrInvalid, label)
 	}
 	return nil
 }
@@ -201,7 +202,7 @@ func WithFencing() Option {
 func WithUnlockTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
-			c.invalid(fmt.Errorf("%w: WithUnlockTimeout(%v): must be positive", ErrInvalid, d))
+			c.invalid(display.Errorf("%w: WithUnlockTimeout(%v): must be positive", ErrInvalid, d))
 			return
 		}
 		c.unlock = d
@@ -219,7 +220,7 @@ func WithUnlockTimeout(d time.Duration) Option {
 func WithUnavailableTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 {
-			c.invalid(fmt.Errorf("%w: WithUnavailableTimeout(%v): must not be negative", ErrInvalid, d))
+			c.invalid(display.Errorf("%w: WithUnavailableTimeout(%v): must not be negative", ErrInvalid, d))
 			return
 		}
 		c.down = d

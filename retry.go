@@ -1,9 +1,10 @@
 package locker
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/hashlock/locker/internal/display"
 )
 
 // RetryStrategy decides how long Lock waits after a refused attempt before it tries again, when
@@ -40,7 +41,7 @@ func (s linearBackoff) Backoff(int) (time.Duration, bool) { return s.d, true }
 
 func (s linearBackoff) validate() error {
 	if s.d <= 0 {
-		return fmt.Errorf("%w: LinearBackoff(%v): the wait must be positive", ErrInvalid, s.d)
+		return display.Errorf("%w: LinearBackoff(%v): the wait must be positive", ErrInvalid, s.d)
 	}
 	return nil
 }
@@ -65,7 +66,7 @@ func (s exponentialBackoff) Backoff(retry int) (time.Duration, bool) {
 
 func (s exponentialBackoff) validate() error {
 	if s.min <= 0 || s.max < s.min {
-		return fmt.Errorf("%w: ExponentialBackoff(%v, %v): want 0 < min <= max", ErrInvalid, s.min, s.max)
+		return display.Errorf("%w: ExponentialBackoff(%v, %v): want 0 < min <= max", ErrInvalid, s.min, s.max)
 	}
 	return nil
 }
@@ -91,7 +92,7 @@ func (l limitRetry) Backoff(retry int) (time.Duration, bool) {
 
 func (l limitRetry) validate() error {
 	if l.attempts < 0 {
-		return fmt.Errorf("%w: LimitRetry(_, %d): attempts must be >= 0", ErrInvalid, l.attempts)
+		return display.Errorf("%w: LimitRetry(_, %d): attempts must be >= 0", ErrInvalid, l.attempts)
 	}
 	return validateRetry(l.s)
 }
@@ -99,7 +100,7 @@ func (l limitRetry) validate() error {
 // validateRetry rejects a nil strategy and invalid arguments of this package's strategies.
 func validateRetry(s RetryStrategy) error {
 	if s == nil {
-		return fmt.Errorf("%w: nil RetryStrategy", ErrInvalid)
+		return display.Errorf("%w: nil RetryStrategy", ErrInvalid)
 	}
 	if v, ok := s.(validator); ok {
 		return v.validate()

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/hashlock/locker"
@@ -22,7 +21,7 @@ func (b *Backend) HandOff(ctx context.Context, req locker.HandOffRequest) (locke
 		return locker.HandOffResult{}, err
 	}
 	if req.Key == "" || req.From == "" || req.To == "" || req.From == req.To {
-		return locker.HandOffResult{}, fmt.Errorf("memory: hand off %s: an empty key or owner, or From equal to To: %w", display.Key(req.Key), locker.ErrInvalid)
+		return locker.HandOffResult{}, display.Errorf("memory: hand off: an empty key or owner, or From equal to To: %w", locker.ErrInvalid)
 	}
 	fence := locker.AcquireRequest{Key: req.Key, Fence: req.Fence}
 	b.mu.Lock()
@@ -34,7 +33,7 @@ func (b *Backend) HandOff(ctx context.Context, req locker.HandOffRequest) (locke
 		e.setLease(req.To, now.Add(ttl))
 		return locker.HandOffResult{Holds: e.total(req.To), Token: b.token(fence), Queued: b.others(req.Key, req.To, now)}, nil
 	case e == nil || e.owner != req.From || e.holds != 1 || e.shared[req.From].holds > 0:
-		return locker.HandOffResult{}, fmt.Errorf("memory: hand off %s: the owner does not hold it exclusively, once: %w", display.Key(req.Key), locker.ErrNotHeld)
+		return locker.HandOffResult{}, display.Errorf("memory: hand off: the owner does not hold it exclusively, once: %w", locker.ErrNotHeld)
 	}
 	e.owner, e.expires = req.To, now.Add(ttl)
 	b.advanceFence(fence)

@@ -8,7 +8,6 @@ package memory
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -153,7 +152,7 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		return locker.Acquisition{}, err
 	}
 	if req.Wait < 0 {
-		return locker.Acquisition{}, fmt.Errorf("memory: acquire %s: wait %v: %w", display.Key(req.Key), req.Wait, locker.ErrInvalid)
+		return locker.Acquisition{}, display.Errorf("memory: acquire: wait %v: %w", req.Wait, locker.ErrInvalid)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -176,11 +175,11 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		return locker.Acquisition{Holds: e.total(req.Owner), Token: b.token(req)}, nil
 	}
 	if req.Reentry && !e.heldBy(req.Owner) {
-		return locker.Acquisition{}, fmt.Errorf("memory: acquire %s: re-entry: %w", display.Key(req.Key), locker.ErrNotHeld)
+		return locker.Acquisition{}, display.Errorf("memory: acquire: re-entry: %w", locker.ErrNotHeld)
 	}
 	switch {
 	case e.heldBy(req.Owner) && !req.Shared && e.isShared():
-		return locker.Acquisition{}, fmt.Errorf("memory: acquire %s: %w", display.Key(req.Key), locker.ErrUpgrade)
+		return locker.Acquisition{}, display.Errorf("memory: acquire: %w", locker.ErrUpgrade)
 	case e.heldBy(req.Owner):
 		// Re-entry, or a downgrade (a shared hold of the exclusive holder), whatever the queue.
 		if req.Shared {
@@ -287,7 +286,7 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 		switch {
 		case undo && ((ok && done == 0) || (!ok && !req.Fresh)):
 			b.remember(req.Key, req.ID, 0, now) // the Acquire, if it comes, is refused
-			return 0, fmt.Errorf("memory: undo %s: %w", display.Key(req.Key), locker.ErrNotHeld)
+			return 0, display.Errorf("memory: undo: %w", locker.ErrNotHeld)
 		case undo:
 			b.remember(req.Key, req.ID, 0, now)
 		case ok:
@@ -298,7 +297,7 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 	switch {
 	case e == nil, req.Shared && e.shared[req.Owner].holds == 0, !req.Shared && !(undo && req.Fresh) && e.owner != req.Owner,
 		undo && req.Fresh && !e.heldBy(req.Owner):
-		return 0, fmt.Errorf("memory: release %s: %w", display.Key(req.Key), locker.ErrNotHeld)
+		return 0, display.Errorf("memory: release: %w", locker.ErrNotHeld)
 	case undo && req.Fresh:
 		// A fresh owner's holds all come from the acquire taken back.
 		e.leave(req.Owner)
@@ -363,7 +362,7 @@ func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 		} else if e := b.live(r.Key, now); e.heldBy(r.Owner) {
 			e.setLease(r.Owner, now.Add(ttl))
 		} else {
-			errs[i] = fmt.Errorf("memory: renew %s: %w", display.Key(r.Key), locker.ErrNotHeld)
+			errs[i] = display.Errorf("memory: renew: %w", locker.ErrNotHeld)
 		}
 	}
 	return errs
@@ -537,7 +536,7 @@ func (b *Backend) notify(key, grantee, id string) {
 // roundTTL rounds ttl up to a whole millisecond, refusing ttl <= 0.
 func roundTTL(op, key string, ttl time.Duration) (time.Duration, error) {
 	if ttl <= 0 {
-		return 0, fmt.Errorf("memory: %s %s: ttl %v: %w", op, display.Key(key), ttl, locker.ErrInvalid)
+		return 0, display.Errorf("memory: %s: ttl %v: %w", op, ttl, locker.ErrInvalid)
 	}
 	if r := ttl % time.Millisecond; r != 0 {
 		if ttl > math.MaxInt64-time.Millisecond {

@@ -48,7 +48,7 @@ func (b *Backend) checkNodeSet(ctx context.Context, req locker.AcquireRequest, r
 	if len(whys) == 0 {
 		return nil
 	}
-	return fmt.Errorf("quorum: acquire %s: %w: %s", display.Key(req.Key), ErrNodeSet, strings.Join(whys, "; "))
+	return display.Errorf("quorum: acquire: %w: %s", ErrNodeSet, strings.Join(whys, "; "))
 }
 
 // mismatch says how the holder token found on node i differs from what this Backend would have

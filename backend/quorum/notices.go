@@ -3,7 +3,6 @@ package quorum
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 
 	"github.com/hashlock/locker"
@@ -40,9 +39,9 @@ func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, f
 	if len(subs) == 0 {
 		err := errors.Join(errs...)
 		if errors.Is(err, errors.ErrUnsupported) {
-			return nil, nil, fmt.Errorf("quorum: subscribe %s: %w", display.Key(key), errors.ErrUnsupported)
+			return nil, nil, display.Errorf("quorum: subscribe: %w", errors.ErrUnsupported)
 		}
-		return nil, nil, fmt.Errorf("quorum: subscribe %s: %w", display.Key(key), err)
+		return nil, nil, display.Errorf("quorum: subscribe: %w", err)
 	}
 	notices := make(chan struct{}, 1)
 	done := make(chan struct{})

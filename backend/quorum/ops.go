@@ -21,7 +21,7 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		return locker.Acquisition{}, b.err
 	}
 	if req.Shared || req.Fair {
-		return locker.Acquisition{}, fmt.Errorf("quorum: acquire %s: shared holds and fair queues: %w", display.Key(req.Key), errors.ErrUnsupported)
+		return locker.Acquisition{}, display.Errorf("quorum: acquire: shared holds and fair queues: %w", errors.ErrUnsupported)
 	}
 	req.Wait = 0 // no queue: nodes' queues would each order waiters differently
 	start := time.Now()
@@ -77,17 +77,17 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	}
 	b.takeBack(ctx, req, res)
 	if len(holds)+len(errs) >= b.majority && len(errs) > 0 {
-		return locker.Acquisition{}, b.failure(ctx, "acquire", req.Key, len(res)-len(errs), errs)
+		return locker.Acquisition{}, b.failure(ctx, "acquire", len(res)-len(errs), errs)
 	}
 	if len(holds) >= b.majority {
-		return locker.Acquisition{}, fmt.Errorf("quorum: acquire %s: granted after %v, too late for a lease of %v: %w",
-			display.Key(req.Key), time.Since(start), req.TTL, locker.ErrUnavailable)
+		return locker.Acquisition{}, display.Errorf("quorum: acquire: granted after %v, too late for a lease of %v: %w",
+			time.Since(start), req.TTL, locker.ErrUnavailable)
 	}
 	// A re-entry is refused by a node only when the node remembers it (it was sent again): a
 	// majority of such refusals outvotes the nodes that missed it and know nothing of the hold.
 	if notHeld != nil && len(refusals) < b.majority {
-		return locker.Acquisition{}, fmt.Errorf("quorum: acquire %s: re-entry granted by %d of %d nodes, %d needed: %w",
-			display.Key(req.Key), len(holds), len(b.nodes), b.majority, notHeld)
+		return locker.Acquisition{}, display.Errorf("quorum: acquire: re-entry granted by %d of %d nodes, %d needed: %w",
+			len(holds), len(b.nodes), b.majority, notHeld)
 	}
 	// Refused by enough nodes: wait, at most, for the soonest end of a refusing holder's lease.
 	var wait time.Duration
@@ -175,7 +175,7 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 		return 0, b.err
 	}
 	if req.Shared {
-		return 0, fmt.Errorf("quorum: release %s: shared holds: %w", display.Key(req.Key), errors.ErrUnsupported)
+		return 0, display.Errorf("quorum: release: shared holds: %w", errors.ErrUnsupported)
 	}
 	res := all(ctx, b, b.timeout, func(ctx context.Context, i int, n locker.Locker) (int, error) {
 		nreq := req
@@ -203,9 +203,9 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 	case len(left) >= b.majority:
 		return kth(left, b.majority), nil
 	case notHeld >= b.majority || (len(errs) == 0 && notHeld > 0):
-		return 0, fmt.Errorf("quorum: release %s: %d of %d nodes do not hold it: %w", display.Key(req.Key), notHeld, len(b.nodes), lastNotHeld)
+		return 0, display.Errorf("quorum: release: %d of %d nodes do not hold it: %w", notHeld, len(b.nodes), lastNotHeld)
 	default:
-		return 0, b.failure(ctx, "release", req.Key, len(res)-len(errs), errs)
+		return 0, b.failure(ctx, "release", len(res)-len(errs), errs)
 	}
 }
 
@@ -234,7 +234,7 @@ func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 		}
 		return n.Renew(ctx, nbatch), nil
 	})
-	for i, r := range batch {
+	for i := range batch {
 		renewed, notHeld := 0, 0
 		var failed []error
 		for _, node := range res {
@@ -256,9 +256,9 @@ func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 		switch {
 		case renewed >= b.majority:
 		case notHeld >= b.majority || renewed+len(failed) < b.majority:
-			errs[i] = fmt.Errorf("quorum: renew %s: %d of %d nodes do not hold it: %w", display.Key(r.Key), notHeld, len(b.nodes), locker.ErrNotHeld)
+			errs[i] = display.Errorf("quorum: renew: %d of %d nodes do not hold it: %w", notHeld, len(b.nodes), locker.ErrNotHeld)
 		default:
-			errs[i] = b.failure(ctx, "renew", r.Key, renewed+notHeld, failed)
+			errs[i] = b.failure(ctx, "renew", renewed+notHeld, failed)
 		}
 	}
 	return errs
@@ -298,7 +298,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error)
 		}
 	}
 	if answered < b.majority {
-		return locker.State{}, b.failure(ctx, "inspect", key, answered, errs)
+		return locker.State{}, b.failure(ctx, "inspect", answered, errs)
 	}
 	if len(holds) < b.majority {
 		return locker.State{}, nil
@@ -338,7 +338,7 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {
 		}
 	}
 	if answered < b.majority {
-		return false, b.failure(ctx, "force release", key, answered, errs)
+		return false, b.failure(ctx, "force release", answered, errs)
 	}
 	return removed >= b.majority, nil
 }
@@ -357,7 +357,7 @@ func (b *Backend) raise(ctx context.Context, key string, token uint64, counts fu
 	res := all(ctx, b, b.timeout, func(ctx context.Context, _ int, n locker.Locker) (struct{}, error) {
 		fr, ok := n.(locker.FenceRaiser)
 		if !ok {
-			return struct{}{}, fmt.Errorf("quorum: node %T cannot raise fencing counters: %w", n, locker.ErrInvalid)
+			return struct{}{}, display.Errorf("quorum: node %T cannot raise fencing counters: %w", n, locker.ErrInvalid)
 		}
 		return struct{}{}, fr.RaiseFence(ctx, key, token)
 	})
@@ -373,7 +373,7 @@ func (b *Backend) raise(ctx context.Context, key string, token uint64, counts fu
 		}
 	}
 	if ok < b.majority {
-		return b.failure(ctx, "raise fence", key, ok, errs)
+		return b.failure(ctx, "raise fence", ok, errs)
 	}
 	return nil
 }

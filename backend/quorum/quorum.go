@@ -54,7 +54,6 @@ package quorum
 import (
 	"context"
 	"errors"
-	"fmt"
 	"reflect"
 	"slices"
 	"sync"
@@ -124,19 +123,19 @@ func NewConfig(cfg Config) *Backend {
 	b.marks = marks(b.fp, b.tags)
 	switch {
 	case len(b.nodes) == 0:
-		b.err = fmt.Errorf("quorum: no nodes: %w", locker.ErrInvalid)
+		b.err = display.Errorf("quorum: no nodes: %w", locker.ErrInvalid)
 	case slices.Contains(b.nodes, nil):
-		b.err = fmt.Errorf("quorum: a nil node: %w", locker.ErrInvalid)
+		b.err = display.Errorf("quorum: a nil node: %w", locker.ErrInvalid)
 	case repeats(b.nodes):
-		b.err = fmt.Errorf("quorum: the same node twice: the nodes must be independent: %w", locker.ErrInvalid)
+		b.err = display.Errorf("quorum: the same node twice: the nodes must be independent: %w", locker.ErrInvalid)
 	case b.timeout < 0:
-		b.err = fmt.Errorf("quorum: node timeout %v: %w", cfg.NodeTimeout, locker.ErrInvalid)
+		b.err = display.Errorf("quorum: node timeout %v: %w", cfg.NodeTimeout, locker.ErrInvalid)
 	case b.names != nil && len(b.names) != len(b.nodes):
-		b.err = fmt.Errorf("quorum: %d names for %d nodes: %w", len(b.names), len(b.nodes), locker.ErrInvalid)
+		b.err = display.Errorf("quorum: %d names for %d nodes: %w", len(b.names), len(b.nodes), locker.ErrInvalid)
 	case slices.Contains(b.names, ""):
-		b.err = fmt.Errorf("quorum: an empty node name: %w", locker.ErrInvalid)
+		b.err = display.Errorf("quorum: an empty node name: %w", locker.ErrInvalid)
 	case len(slices.Compact(slices.Sorted(slices.Values(b.names)))) != len(b.names):
-		b.err = fmt.Errorf("quorum: the same node name twice: the nodes must be independent: %w", locker.ErrInvalid)
+		b.err = display.Errorf("quorum: the same node name twice: the nodes must be independent: %w", locker.ErrInvalid)
 	}
 	return b
 }
@@ -210,14 +209,14 @@ func firstNotALock[T any](outs []outcome[T]) error {
 }
 
 // failure describes the nodes' errors for an operation that no majority answered.
-func (b *Backend) failure(ctx context.Context, op, key string, answered int, errs []error) error {
-	err := fmt.Errorf("quorum: %s %s: %d of %d nodes answered, %d needed: %w", op, display.Key(key), answered, len(b.nodes), b.majority, errors.Join(errs...))
+func (b *Backend) failure(ctx context.Context, op string, answered int, errs []error) error {
+	err := display.Errorf("quorum: %s: %d of %d nodes answered, %d needed: %w", op, answered, len(b.nodes), b.majority, errors.Join(errs...))
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("%w (%w)", ctxErr, err)
+		return display.Errorf("%w (%w)", ctxErr, err)
 	}
 	if !errors.Is(err, locker.ErrUnavailable) {
 		// Nodes that time out or fail count as unavailable: others may answer next time.
-		return fmt.Errorf("%w: %w", locker.ErrUnavailable, err)
+		return display.Errorf("%w: %w", locker.ErrUnavailable, err)
 	}
 	return err
 }

@@ -57,7 +57,7 @@ func New(d Driver, name string, opts ...Option) *Backend {
 	b.notices = newHub(d, b.opts.noticeConns, b.opts.linger)
 	b.notices.log = b.opts.log
 	if b.opts.err != nil {
-		b.opts.err = fmt.Errorf("%s: %w", name, b.opts.err)
+		b.opts.err = display.Errorf("%s: %w", name, b.opts.err)
 	}
 	return b
 }
@@ -74,7 +74,7 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		return locker.Acquisition{}, b.opts.err
 	}
 	if req.Wait < 0 {
-		return locker.Acquisition{}, fmt.Errorf("%s: acquire %s: wait %v: %w", b.prefix, display.Key(req.Key), req.Wait, locker.ErrInvalid)
+		return locker.Acquisition{}, display.Errorf("%s: acquire: wait %v: %w", b.prefix, req.Wait, locker.ErrInvalid)
 	}
 	queued := req.Shared || req.Fair || req.Wait > 0
 	// The companions' names in one allocation: marker, queue, fence, channel.
@@ -114,12 +114,12 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	}
 	r, acks, err := b.change(ctx, AcquireScript, keys, args)
 	if err != nil {
-		return locker.Acquisition{}, b.fail(ctx, "acquire", req.Key, err)
+		return locker.Acquisition{}, b.fail(ctx, "acquire", err)
 	}
 	holds, token := r.Int, int64(0) // a bare integer without fencing, {holds, token} with it
 	if r.Array != nil || req.Fence {
 		if len(r.Array) != 2 {
-			return locker.Acquisition{}, fmt.Errorf("%s: acquire %s: unexpected reply %v", b.prefix, display.Key(req.Key), r.Array)
+			return locker.Acquisition{}, fmt.Errorf("%s: acquire: unexpected reply %v", b.prefix, r.Array)
 		}
 		holds, token = r.Array[0], r.Array[1]
 	}
@@ -151,13 +151,13 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 	keys, args := releaseCall(req)
 	r, acks, err := b.change(ctx, ReleaseScript, keys, args)
 	if err != nil {
-		return 0, b.fail(ctx, "release", req.Key, err)
+		return 0, b.fail(ctx, "release", err)
 	}
 	if r.Int < 0 {
-		return 0, fmt.Errorf("%s: release %s: %w", b.prefix, display.Key(req.Key), locker.ErrNotHeld)
+		return 0, display.Errorf("%s: release: %w", b.prefix, locker.ErrNotHeld)
 	}
 	if acks >= 0 && acks < b.opts.acks {
-		return 0, b.unreplicated("release", req.Key, acks, "; released on the master")
+		return 0, b.unreplicated("release", acks, "; released on the master")
 	}
 	return int(r.Int), nil
 }
@@ -255,11 +255,11 @@ func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 		for j, idx := range g {
 			switch {
 			case res.Err != nil:
-				errs[idx] = b.fail(ctx, "renew", batch[idx].Key, res.Err)
+				errs[idx] = b.fail(ctx, "renew", res.Err)
 			case j >= len(res.Reply.Array):
-				errs[idx] = fmt.Errorf("%s: renew %s: short reply %v", b.prefix, display.Key(batch[idx].Key), res.Reply.Array)
+				errs[idx] = fmt.Errorf("%s: renew: short reply %v", b.prefix, res.Reply.Array)
 			case res.Reply.Array[j] != 1:
-				errs[idx] = fmt.Errorf("%s: renew %s: %w", b.prefix, display.Key(batch[idx].Key), locker.ErrNotHeld)
+				errs[idx] = display.Errorf("%s: renew: %w", b.prefix, locker.ErrNotHeld)
 			}
 		}
 	}
@@ -303,10 +303,10 @@ func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error)
 	}
 	r, err := b.d.Eval(ctx, InspectScript, []string{key, QueueKey(key)}, nil)
 	if err != nil {
-		return locker.State{}, b.fail(ctx, "inspect", key, err)
+		return locker.State{}, b.fail(ctx, "inspect", err)
 	}
 	if len(r.Array) != 5 {
-		return locker.State{}, fmt.Errorf("%s: inspect %s: unexpected reply %v", b.prefix, display.Key(key), r.Array)
+		return locker.State{}, fmt.Errorf("%s: inspect: unexpected reply %v", b.prefix, r.Array)
 	}
 	st := locker.State{Queued: int(r.Array[4])}
 	if r.Array[0] <= 0 {
@@ -331,10 +331,10 @@ func (b *Backend) Dequeue(ctx context.Context, key, owner string) error {
 	}
 	_, acks, err := b.change(ctx, DequeueScript, []string{QueueKey(key), key, FenceKey(key)}, []string{owner, Channel(key)})
 	if err != nil {
-		return b.fail(ctx, "dequeue", key, err)
+		return b.fail(ctx, "dequeue", err)
 	}
 	if acks >= 0 && acks < b.opts.acks {
-		return b.unreplicated("dequeue", key, acks, "; dequeued on the master")
+		return b.unreplicated("dequeue", acks, "; dequeued on the master")
 	}
 	return nil
 }
@@ -346,7 +346,7 @@ func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {
 	}
 	r, err := b.d.Eval(ctx, ForceScript, []string{key}, []string{Channel(key)})
 	if err != nil {
-		return false, b.fail(ctx, "force release", key, err)
+		return false, b.fail(ctx, "force release", err)
 	}
 	return r.Int == 1, nil
 }
@@ -360,7 +360,7 @@ func (b *Backend) Subscribe(ctx context.Context, key string) (<-chan struct{}, f
 	}
 	ch, cancel, err := b.notices.subscribe(ctx, Channel(key))
 	if err != nil {
-		return nil, nil, b.fail(ctx, "subscribe", key, err)
+		return nil, nil, b.fail(ctx, "subscribe", err)
 	}
 	return ch, cancel, nil
 }
@@ -374,7 +374,7 @@ func (b *Backend) SubscribeAs(ctx context.Context, key, owner string) (<-chan st
 	}
 	ch, cancel, err := b.notices.subscribeAs(ctx, Channel(key), key, owner)
 	if err != nil {
-		return nil, nil, b.fail(ctx, "subscribe", key, err)
+		return nil, nil, b.fail(ctx, "subscribe", err)
 	}
 	return ch, cancel, nil
 }
@@ -384,34 +384,44 @@ func (b *Backend) SubscribeAs(ctx context.Context, key, owner string) (<-chan st
 // (drivers do not all say so: Redigo reports the I/O timeout it derived from the deadline, which
 // may fire a moment before the ctx's own timer), or else with locker.ErrUnavailable when the
 // error is one that passes (see Unavailable).
-func (b *Backend) fail(ctx context.Context, op, key string, err error) error {
+func (b *Backend) fail(ctx context.Context, op string, err error) error {
 	if why, sentinel := scriptRefusal(err); sentinel != nil {
-		return fmt.Errorf("%s: %s %s: %w (%s)", b.prefix, op, display.Key(key), sentinel, why)
+		if why == "" {
+			return display.Errorf("%s: %s: %w", b.prefix, op, sentinel)
+		}
+		return display.Errorf("%s: %s: %w (%s)", b.prefix, op, sentinel, why)
 	}
-	key = display.Key(key)
 	ctxErr := ctx.Err()
 	if d, ok := ctx.Deadline(); ok && ctxErr == nil && !time.Now().Before(d) {
 		ctxErr = context.DeadlineExceeded
 	}
 	if ctxErr != nil && !errors.Is(err, ctxErr) {
-		return fmt.Errorf("%s: %s %s: %w (%w)", b.prefix, op, key, ctxErr, err)
+		return display.Errorf("%s: %s: %w (%w)", b.prefix, op, ctxErr, err)
 	}
 	if Unavailable(err) && !errors.Is(err, locker.ErrUnavailable) {
-		return fmt.Errorf("%s: %s %s: %w: %w", b.prefix, op, key, locker.ErrUnavailable, err)
+		return display.Errorf("%s: %s: %w: %w", b.prefix, op, locker.ErrUnavailable, err)
 	}
-	return fmt.Errorf("%s: %s %s: %w", b.prefix, op, key, err)
+	return display.Errorf("%s: %s: %w", b.prefix, op, err)
 }
 
 // scriptRefusal returns the reason a script gives in an error answer (NOTALOCK, NOTHELD,
-// UPGRADE: see the scripts) and the answer's sentinel; a nil sentinel for any other error.
+// UPGRADE: see the scripts), "" when it gives none, and the answer's sentinel; a nil sentinel
+// for any other error.
 func scriptRefusal(err error) (why string, sentinel error) {
 	if err == nil {
 		return "", nil
 	}
 	msg := err.Error()
 	for code, sentinel := range scriptErrors {
-		if i := strings.Index(msg, code+" "); i >= 0 && (i == 0 || msg[i-1] == ' ' || msg[i-1] == '-') {
-			return msg[i+len(code)+1:], sentinel
+		i := strings.Index(msg, code)
+		if i < 0 || i > 0 && msg[i-1] != ' ' && msg[i-1] != '-' {
+			continue
+		}
+		switch rest := msg[i+len(code):]; {
+		case rest == "":
+			return "", sentinel
+		case rest[0] == ' ':
+			return rest[1:], sentinel
 		}
 	}
 	return "", nil

@@ -16,7 +16,7 @@ func (b *Backend) RaiseFence(ctx context.Context, key string, token uint64) erro
 	}
 	_, err := b.d.Eval(ctx, RaiseScript, []string{FenceKey(key)}, []string{strconv.FormatUint(token, 10)})
 	if err != nil {
-		return b.fail(ctx, "raise fence", key, err)
+		return b.fail(ctx, "raise fence", err)
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ func (b *Backend) HandOff(ctx context.Context, req locker.HandOffRequest) (locke
 		return locker.HandOffResult{}, b.opts.err
 	}
 	if req.Key == "" || req.From == "" || req.To == "" || req.From == req.To || req.TTL <= 0 {
-		return locker.HandOffResult{}, fmt.Errorf("%s: hand off %s: an empty key or owner, From equal to To, or a TTL <= 0: %w", b.prefix, display.Key(req.Key), locker.ErrInvalid)
+		return locker.HandOffResult{}, display.Errorf("%s: hand off: an empty key or owner, From equal to To, or a TTL <= 0: %w", b.prefix, locker.ErrInvalid)
 	}
 	keys := []string{req.Key, QueueKey(req.Key)}
 	if req.Fence {
@@ -33,13 +33,13 @@ func (b *Backend) HandOff(ctx context.Context, req locker.HandOffRequest) (locke
 	}
 	r, acks, err := b.change(ctx, HandOffScript, keys, []string{req.From, req.To, millis(req.TTL), handOffFlags.of(req.Fence)})
 	if err != nil {
-		return locker.HandOffResult{}, b.fail(ctx, "hand off", req.Key, err)
+		return locker.HandOffResult{}, b.fail(ctx, "hand off", err)
 	}
 	if len(r.Array) != 3 || r.Array[0] < 1 {
-		return locker.HandOffResult{}, fmt.Errorf("%s: hand off %s: unexpected reply %v", b.prefix, display.Key(req.Key), r.Array)
+		return locker.HandOffResult{}, fmt.Errorf("%s: hand off: unexpected reply %v", b.prefix, r.Array)
 	}
 	if acks >= 0 && acks < b.opts.acks {
-		return locker.HandOffResult{}, b.unreplicated("hand off", req.Key, acks, "; handed off on the master")
+		return locker.HandOffResult{}, b.unreplicated("hand off", acks, "; handed off on the master")
 	}
 	return locker.HandOffResult{Holds: int(r.Array[0]), Token: uint64(r.Array[1]), Queued: int(r.Array[2])}, nil
 }

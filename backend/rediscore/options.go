@@ -1,11 +1,11 @@
 package rediscore
 
 import (
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/internal/display"
 )
 
 // An Option configures a Backend, passed to an adapter's New: WithReplicaAck, WithNoticeConns,
@@ -32,7 +32,7 @@ type options struct {
 func WithNoticeConns(n int) Option {
 	return func(o *options) {
 		if n < 1 {
-			o.fail(fmt.Errorf("%w: WithNoticeConns(%d): want at least 1 connection", locker.ErrInvalid, n))
+			o.fail(display.Errorf("%w: WithNoticeConns(%d): want at least 1 connection", locker.ErrInvalid, n))
 			return
 		}
 		o.noticeConns = n
@@ -49,7 +49,7 @@ func WithNoticeConns(n int) Option {
 func WithNoticeLinger(d time.Duration) Option {
 	return func(o *options) {
 		if d < 0 {
-			o.fail(fmt.Errorf("%w: WithNoticeLinger(%v): negative", locker.ErrInvalid, d))
+			o.fail(display.Errorf("%w: WithNoticeLinger(%v): negative", locker.ErrInvalid, d))
 			return
 		}
 		o.linger = d
@@ -77,7 +77,7 @@ func resolve(opts []Option) options {
 	o := options{noticeConns: DefaultNoticeConns, linger: DefaultNoticeLinger}
 	for _, opt := range opts {
 		if opt == nil {
-			o.fail(fmt.Errorf("%w: nil Option", locker.ErrInvalid))
+			o.fail(display.Errorf("%w: nil Option", locker.ErrInvalid))
 			continue
 		}
 		opt(&o)

@@ -3,7 +3,6 @@ package rediscore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -40,7 +39,7 @@ var ErrNotReplicated = errors.New("locker: not acknowledged by enough replicas")
 func WithReplicaAck(n int, timeout time.Duration) Option {
 	return func(o *options) {
 		if n < 1 || timeout <= 0 {
-			o.fail(fmt.Errorf("%w: WithReplicaAck(%d, %v): want at least 1 replica and a positive timeout", locker.ErrInvalid, n, timeout))
+			o.fail(display.Errorf("%w: WithReplicaAck(%d, %v): want at least 1 replica and a positive timeout", locker.ErrInvalid, n, timeout))
 			return
 		}
 		o.acks, o.ackTimeout = n, timeout
@@ -85,7 +84,7 @@ func (b *Backend) renewAcknowledged(ctx context.Context, calls []Call) []Result 
 			defer func() { <-sem }()
 			r, acks, err := b.change(ctx, RenewScript, c.Keys, c.Args)
 			if err == nil && acks < b.opts.acks {
-				err = fmt.Errorf("%w: %w (%d of %d)", locker.ErrUnavailable, ErrNotReplicated, acks, b.opts.acks)
+				err = display.Errorf("%w: %w (%d of %d)", locker.ErrUnavailable, ErrNotReplicated, acks, b.opts.acks)
 			}
 			results[i] = Result{Reply: r, Err: err}
 		})
@@ -107,8 +106,8 @@ func (b *Backend) waitFor(ctx context.Context) time.Duration {
 
 // unreplicated is the error of an acquire or a release that fewer than the configured replicas
 // acknowledged.
-func (b *Backend) unreplicated(op, key string, acks int, what string) error {
-	return fmt.Errorf("%s: %s %s: %w: %w (%d of %d)%s", b.prefix, op, display.Key(key), locker.ErrUnavailable, ErrNotReplicated, acks, b.opts.acks, what)
+func (b *Backend) unreplicated(op string, acks int, what string) error {
+	return display.Errorf("%s: %s: %w: %w (%d of %d)%s", b.prefix, op, locker.ErrUnavailable, ErrNotReplicated, acks, b.opts.acks, what)
 }
 
 // takeBack undoes a granted acquire that too few replicas acknowledged: a take-back of req.ID
@@ -120,7 +119,7 @@ func (b *Backend) takeBack(ctx context.Context, req locker.AcquireRequest, acks 
 	if _, err := b.d.Eval(ctx, ReleaseScript, keys, args); err != nil {
 		// The hold may still be there: the Client takes the acquire back again (or sends it
 		// again, and then waits for the replicas again).
-		return fmt.Errorf("%w; taking it back failed: %w", b.unreplicated("acquire", req.Key, acks, ""), b.fail(ctx, "release", req.Key, err))
+		return display.Errorf("%w; taking it back failed: %w", b.unreplicated("acquire", acks, ""), b.fail(ctx, "release", err))
 	}
-	return b.unreplicated("acquire", req.Key, acks, "; taken back")
+	return b.unreplicated("acquire", acks, "; taken back")
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/hashlock/locker/internal/display"
 )
 
 // slotMapMaxAge is how long a fetched slot map is trusted before the next lookup fetches it
@@ -48,11 +50,11 @@ func (m *SlotMap) Master(ctx context.Context, slot uint16) (string, error) {
 	if time.Since(m.fetched) > slotMapMaxAge {
 		v, err := m.fetch(ctx)
 		if err != nil {
-			return "", fmt.Errorf("CLUSTER SLOTS: %w", err)
+			return "", display.Errorf("CLUSTER SLOTS: %w", err)
 		}
 		masters, err := parseSlots(v)
 		if err != nil {
-			return "", fmt.Errorf("CLUSTER SLOTS: %w", err)
+			return "", display.Errorf("CLUSTER SLOTS: %w", err)
 		}
 		m.masters, m.fetched = masters, time.Now()
 	}

@@ -2,13 +2,13 @@ package rediscore
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"strings"
 	"syscall"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/internal/display"
 )
 
 // transientReplies are the Redis error replies of a server that will answer again soon: loading
@@ -47,7 +47,7 @@ func Unavailable(err error) bool {
 // follow, or mean a misconfiguration.)
 func Moved(err error) error {
 	if err != nil && (strings.HasPrefix(err.Error(), "MOVED ") || strings.HasPrefix(err.Error(), "ASK ")) {
-		return fmt.Errorf("%w: %w", locker.ErrUnavailable, err)
+		return display.Errorf("%w: %w", locker.ErrUnavailable, err)
 	}
 	return err
 }

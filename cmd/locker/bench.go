@@ -227,7 +227,7 @@ func runBench(ctx context.Context, s *streams, cfg benchConfig) error {
 			fmt.Fprintf(s.err, "locker bench: warning: %s\n", insecureWarning(r))
 		}
 		if report.RedisVersion, err = serverVersion(ctx, r, tlsCfg); err != nil {
-			return fmt.Errorf("%s: %w", report.Server, err)
+			return &exitError{exitUnavailable, fmt.Errorf("%s: %w", report.Server, err)}
 		}
 		raw, redisOpts.TLSConfig = r.canonical(), tlsCfg
 	}

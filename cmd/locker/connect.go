@@ -27,6 +27,7 @@ import (
 	redigolocker "github.com/hashlock/locker/backend/redigo"
 	rueidislocker "github.com/hashlock/locker/backend/rueidis"
 	valkeylocker "github.com/hashlock/locker/backend/valkey"
+	"github.com/hashlock/locker/internal/display"
 )
 
 // redisEnv is the environment variable that gives the Redis URL when --redis is not given (to
@@ -69,6 +70,9 @@ type urlList []string
 func (l *urlList) String() string { return strings.Join(*l, " ") }
 
 func (l *urlList) Set(s string) error {
+	if s == "" {
+		return errors.New("the URL is empty")
+	}
 	*l = append(*l, s)
 	return nil
 }
@@ -104,8 +108,21 @@ type conn struct {
 }
 
 // connect checks the flags, connects to the server (or starts the embedded one) and PINGs it.
-// Bad flags are a *usageError. The caller must call the conn's close.
+// Bad flags are a *usageError; a server that cannot be used (unreachable, refusing the TLS
+// handshake or the credentials, a quorum without its majority) an *exitError with
+// exitUnavailable. The caller must call the conn's close.
 func (c *connFlags) connect(ctx context.Context) (*conn, error) {
+	cn, err := c.open(ctx)
+	if err != nil {
+		if _, ok := asError[*usageError](err); !ok {
+			err = &exitError{exitUnavailable, err}
+		}
+	}
+	return cn, err
+}
+
+// open is connect without the exit code.
+func (c *connFlags) open(ctx context.Context) (*conn, error) {
 	if !slices.Contains(drivers, c.driver) {
 		return nil, usagef("--driver %q: must be one of %s", c.driver, strings.Join(drivers, ", "))
 	}
@@ -291,7 +308,7 @@ func (c *connFlags) connectQuorum(ctx context.Context) (*conn, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("a quorum of %d servers needs %d, %d answered: %w", len(nodes), majority, up, errors.Join(errs...))
+		return nil, display.Errorf("a quorum of %d servers needs %d, %d answered: %w", len(nodes), majority, up, errors.Join(errs...))
 	}
 	return &conn{
 		Locker:   quorum.New(nodes...),

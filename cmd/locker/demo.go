@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/internal/display"
 )
 
 var demoCommand = command{
@@ -121,7 +122,7 @@ func runDemo(ctx context.Context, w io.Writer, cfg demoConfig, backend *conn) er
 	}
 	st, err := workers[0].client.Inspect(ctx, demoKey)
 	if err != nil {
-		return fmt.Errorf("inspect at the end: %w", err)
+		return display.Errorf("inspect at the end: %w", err)
 	}
 	for _, wk := range workers {
 		wk.client.Close()
@@ -142,7 +143,7 @@ func (wk *worker) round(ctx context.Context, tl *timeline, cfg demoConfig) (sect
 	refused, asked := wk.obs.refused.Load(), time.Now()
 	outer, err := wk.client.Lock(ctx, demoKey)
 	if err != nil {
-		return section{}, fmt.Errorf("worker %s: %w", wk.name, err)
+		return section{}, display.Errorf("worker %s: %w", wk.name, err)
 	}
 	sec := section{worker: wk.name, from: time.Now()}
 	if wk.obs.refused.Load() > refused {
@@ -152,7 +153,7 @@ func (wk *worker) round(ctx context.Context, tl *timeline, cfg demoConfig) (sect
 	err = wk.nested(outer, tl, cfg)
 	sec.to = time.Now()
 	if uerr := outer.Unlock(); uerr != nil {
-		return sec, errors.Join(err, fmt.Errorf("worker %s: outer unlock: %w", wk.name, uerr))
+		return sec, errors.Join(err, display.Errorf("worker %s: outer unlock: %w", wk.name, uerr))
 	}
 	tl.event(wk.name, "released outer")
 	return sec, err
@@ -161,20 +162,20 @@ func (wk *worker) round(ctx context.Context, tl *timeline, cfg demoConfig) (sect
 // nested is the work under the outer lease: work, re-enter, work, release the inner lease.
 func (wk *worker) nested(outer *locker.Lease, tl *timeline, cfg demoConfig) error {
 	if err := work(outer.Context(), cfg.Work); err != nil {
-		return fmt.Errorf("worker %s: work at depth 1: %w", wk.name, err)
+		return display.Errorf("worker %s: work at depth 1: %w", wk.name, err)
 	}
 	inner, err := wk.client.Lock(outer.Context(), demoKey)
 	if err != nil {
-		return fmt.Errorf("worker %s: re-enter: %w", wk.name, err)
+		return display.Errorf("worker %s: re-enter: %w", wk.name, err)
 	}
 	tl.event(wk.name, "re-entered (holds %d)", inner.Holds())
 	if want := outer.Holds() + 1; inner.Holds() != want {
 		err = fmt.Errorf("worker %s: re-entry gave holds %d, want %d: the lease had run out on the backend", wk.name, inner.Holds(), want)
 	} else if err = work(inner.Context(), cfg.Work); err != nil {
-		err = fmt.Errorf("worker %s: work at depth 2: %w", wk.name, err)
+		err = display.Errorf("worker %s: work at depth 2: %w", wk.name, err)
 	}
 	if uerr := inner.Unlock(); uerr != nil {
-		return errors.Join(err, fmt.Errorf("worker %s: inner unlock: %w", wk.name, uerr))
+		return errors.Join(err, display.Errorf("worker %s: inner unlock: %w", wk.name, uerr))
 	}
 	tl.event(wk.name, "released inner")
 	return err

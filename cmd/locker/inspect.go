@@ -28,7 +28,7 @@ false, "readers": 0, "queued": 0}; for a shared lock "owner" is one of the reade
 the holder's label and the start of its random token ("build-7/4242#9f86d081…": locker run
 labels its owners with host/pid); the whole token is never shown, since it would let anyone
 release the lock. Exit status 0 whether the key is locked or not; 1 when the key holds
-something that is not a lock (it is left as it is).`,
+something that is not a lock (it is left as it is); 69 when Redis cannot be reached.`,
 	setup: func(fs *flag.FlagSet) func(context.Context, *streams, []string) error {
 		asJSON := fs.Bool("json", false, "print a JSON object")
 		cf := addConnFlags(fs, false)
@@ -65,10 +65,20 @@ func oneKey(args []string) (string, error) {
 		return "", usagef("no key given")
 	case len(args) > 1:
 		return "", usagef("one key at a time, got %d arguments", len(args))
-	case args[0] == "":
-		return "", usagef("the key is empty")
 	}
-	return args[0], nil
+	return args[0], checkKey(args[0])
+}
+
+// checkKey refuses, with a usage error, a key that the library would refuse: an empty one, or
+// one over locker.MaxKeyLen.
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return usagef("the key is empty")
+	case len(key) > locker.MaxKeyLen:
+		return usagef("the key is %d bytes, over the limit of %d", len(key), locker.MaxKeyLen)
+	}
+	return nil
 }
 
 // keyText is key for a line of output: as it is when it is short and plain (printable, no

@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/internal/display"
 )
 
 // redialEvery is how often a lazyNode tries its server again while it is down.
@@ -41,13 +41,13 @@ func (n *lazyNode) node(ctx context.Context) (*conn, error) {
 	switch {
 	case n.closed:
 		n.mu.Unlock()
-		return nil, fmt.Errorf("%s: %w", n.url, locker.ErrClosed)
+		return nil, display.Errorf("%s: %w", n.url, locker.ErrClosed)
 	case n.cn != nil:
 		defer n.mu.Unlock()
 		return n.cn, nil
 	case time.Now().Before(n.next):
 		defer n.mu.Unlock()
-		return nil, fmt.Errorf("%s: %w: %w", n.url, locker.ErrUnavailable, n.lastErr)
+		return nil, display.Errorf("%s: %w: %w", n.url, locker.ErrUnavailable, n.lastErr)
 	}
 	n.next = time.Now().Add(redialEvery)
 	n.mu.Unlock()
@@ -57,11 +57,11 @@ func (n *lazyNode) node(ctx context.Context) (*conn, error) {
 	select {
 	case err := <-dialed:
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w: %w", n.url, locker.ErrUnavailable, err)
+			return nil, display.Errorf("%s: %w: %w", n.url, locker.ErrUnavailable, err)
 		}
 		return n.node(ctx) // connected, or closed meanwhile
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%s: %w: %w", n.url, locker.ErrUnavailable, ctx.Err())
+		return nil, display.Errorf("%s: %w: %w", n.url, locker.ErrUnavailable, ctx.Err())
 	}
 }
 
@@ -150,7 +150,7 @@ func (n *lazyNode) RaiseFence(ctx context.Context, key string, token uint64) err
 	}
 	fr, ok := cn.Locker.(locker.FenceRaiser)
 	if !ok {
-		return fmt.Errorf("%s: RaiseFence: %w", n.url, errors.ErrUnsupported)
+		return display.Errorf("%s: RaiseFence: %w", n.url, errors.ErrUnsupported)
 	}
 	return fr.RaiseFence(ctx, key, token)
 }

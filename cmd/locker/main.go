@@ -52,20 +52,27 @@
 //
 // Without --redis, demo starts an embedded miniredis (an in-process imitation of Redis), so
 // "go run ./cmd/locker demo" needs no set-up; run, inspect and unlock take the URL from the
-// environment variable LOCKER_REDIS instead (inside the command of a locker run, which does not
+// environment variable LOCKER_REDIS instead (inside the command of a locker run without -o, which does not
 // get LOCKER_REDIS, the servers of the run's hold), and fail with exit code 2 when neither is
 // given.
 // (demo ignores LOCKER_REDIS, so that it never writes to a server nobody named on its command
 // line.) inspect and unlock touch only locks: a key holding anything else is reported and left
 // as it is.
 //
-// Exit codes (run has its own, listed by "locker help run" and docs/locker-run.md):
+// Exit codes, one table for every command (run adds the command's own status, 70, 126, 127
+// and 128+N: "locker help run", and docs/locker-run.md beside flock's):
 //
-//	0      success (or help was asked for)
-//	1      failure: an error from the library or Redis, a key that is not a lock, a failed
-//	       check, a declined confirmation
-//	2      usage error: unknown command, bad flag or argument, no Redis URL, unlock without
-//	       --force, or unlock without --yes when stdin is not a terminal
+//	0      success, or help was asked for (inspect and unlock: whether the key was locked or not)
+//	1      inspect, unlock: a key that is not a lock (left as it is), a declined confirmation,
+//	       another error from the library; demo: a failed check; bench: a failed measurement;
+//	       run: the lock was not obtained (-n, -w; -E CODE changes it)
+//	2      usage error: unknown command, bad flag or argument, an empty or too long key, no
+//	       Redis URL, unlock without --force, or unlock without --yes when stdin is not a
+//	       terminal
+//	69     Redis could not be used: the server cannot be reached or refuses the connection
+//	       (TLS, credentials), a call fails with the server gone, a quorum lacks its majority
+//	       (sysexits' EX_UNAVAILABLE); run: also any other error before its command started,
+//	       such as a key that is not a lock
 package main
 
 import (
@@ -82,6 +89,7 @@ import (
 
 	"github.com/redis/go-redis/v9/logging"
 
+	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/internal/display"
 )
 
@@ -115,6 +123,12 @@ type command struct {
 
 var commands = []command{demoCommand, runCommand, inspectCommand, unlockCommand, benchCommand}
 
+// exitUnavailable is the exit code of every command when Redis cannot be used: the server
+// cannot be reached, refuses the connection, or fails a call with an error wrapping
+// locker.ErrUnavailable (sysexits' EX_UNAVAILABLE); locker run also uses it for any error before
+// its command started.
+const exitUnavailable = 69
+
 // A usageError is a bad flag value or argument: exit code 2 instead of 1.
 type usageError struct{ msg string }
 
@@ -139,11 +153,11 @@ func (e *exitError) Error() string {
 
 func (e *exitError) Unwrap() error { return e.err }
 
-// errorText is err's message without the library's "locker: " prefixes, so that a message
-// printed after "locker CMD: " carries one prefix, not "locker run: locker: lock K: locker: …".
+// errorText is err's message without the library's leading "locker: ", so that a message printed
+// after "locker CMD: " names the package once (the library names it once in a chain: see
+// display.Errorf).
 func errorText(err error) string {
-	msg := strings.ReplaceAll(err.Error(), ": locker: ", ": ")
-	return strings.TrimPrefix(msg, "locker: ")
+	return strings.TrimPrefix(err.Error(), "locker: ")
 }
 
 // run is the whole command: it returns the exit code instead of exiting, for tests.
@@ -193,6 +207,9 @@ func run(args []string, s *streams) int {
 			return cmd.usageError(s, err.Error())
 		}
 		fmt.Fprintf(s.err, "locker %s: %s\n", cmd.name, errorText(err))
+		if errors.Is(err, locker.ErrUnavailable) {
+			return exitUnavailable
+		}
 		return 1
 	}
 	return 0
@@ -232,22 +249,48 @@ func (c *command) usageError(s *streams, msg string) int {
 	return 2
 }
 
-// versionLine is "locker VERSION (GO, COMMIT)" from the build information: the module version
-// when installed with go install, "(devel)" when built from a checkout.
+// versionLine is "locker VERSION (GO, commit REVISION of DATE)" from the build information: the
+// module version (with go install, or a pseudo-version made from the checkout), or "devel" with
+// the commit and its date when the build has no version but its VCS revision, or a note that
+// the build has neither (go build -buildvcs=false, or no git).
 func versionLine() string {
-	version, details := "(unknown)", []string{runtime.Version()}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		version = bi.Main.Version
-		for _, st := range bi.Settings {
-			switch st.Key {
-			case "vcs.revision":
-				details = append(details, "commit "+st.Value[:min(12, len(st.Value))])
-			case "vcs.modified":
-				if st.Value == "true" {
-					details = append(details, "modified")
-				}
-			}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "locker (unknown version: the binary has no build information) (" + runtime.Version() + ")"
+	}
+	return describeBuild(bi)
+}
+
+// describeBuild is versionLine for the build information bi.
+func describeBuild(bi *debug.BuildInfo) string {
+	version, details := bi.Main.Version, []string{bi.GoVersion}
+	var revision, date string
+	modified := false
+	for _, st := range bi.Settings {
+		switch st.Key {
+		case "vcs.revision":
+			revision = st.Value[:min(12, len(st.Value))]
+		case "vcs.time":
+			date = st.Value
+		case "vcs.modified":
+			modified = st.Value == "true"
 		}
+	}
+	if version == "" || version == "(devel)" {
+		version = "devel"
+		if revision == "" {
+			details = append(details, "no module version nor VCS revision: built with -buildvcs=false, or outside a git checkout")
+		}
+	}
+	if revision != "" {
+		commit := "commit " + revision
+		if date != "" {
+			commit += " of " + date
+		}
+		details = append(details, commit)
+	}
+	if modified {
+		details = append(details, "modified")
 	}
 	return fmt.Sprintf("locker %s (%s)", version, strings.Join(details, ", "))
 }

@@ -89,7 +89,7 @@ func TestQuorumStart(t *testing.T) {
 		}
 
 		tio = newIO("", false)
-		tio.exec(t, 1, "inspect", "--driver", driver, "--redis", downURL, "--redis", up1, "--redis", down2URL, "job")
+		tio.exec(t, exitUnavailable, "inspect", "--driver", driver, "--redis", downURL, "--redis", up1, "--redis", down2URL, "job")
 		if want := "locker inspect: a quorum of 3 servers needs 2, 1 answered: "; !strings.HasPrefix(tio.stderr.String(), want) {
 			t.Errorf("%s, two servers down: stderr %q, want it to start with %q", driver, tio.stderr, want)
 		}

@@ -90,7 +90,7 @@ func TestCredentialsNotInErrors(t *testing.T) {
 		t.Errorf("the same server twice: stderr lacks %q:\n%s", want, tio.stderr)
 	}
 	tio = newIO("", false)
-	tio.exec(t, 1, "inspect", "--redis", "redis://hunter2@"+addr, "--redis", "redis://u:s3cretpw@"+freeAddr(t), "--redis", "redis://"+freeAddr(t), "k")
+	tio.exec(t, exitUnavailable, "inspect", "--redis", "redis://hunter2@"+addr, "--redis", "redis://u:s3cretpw@"+freeAddr(t), "--redis", "redis://"+freeAddr(t), "k")
 	checkNoSecret(t, "a quorum that is down", tio.stderr.String())
 	if want := "redis://xxxxx@" + addr + ": "; !strings.Contains(tio.stderr.String(), want) {
 		t.Errorf("a quorum that is down: stderr lacks %q:\n%s", want, tio.stderr)
@@ -103,7 +103,7 @@ func TestCredentialsNotInErrors(t *testing.T) {
 
 	// bench: the server's version is asked first.
 	tio = newIO("", false)
-	tio.exec(t, 1, "bench", "--redis", "redis://hunter2@"+addr, "--driver", "goredis", "--time", "1ms")
+	tio.exec(t, exitUnavailable, "bench", "--redis", "redis://hunter2@"+addr, "--driver", "goredis", "--time", "1ms")
 	checkNoSecret(t, "bench", tio.stderr.String())
 	if want := "redis://xxxxx@" + addr + ": "; !strings.Contains(tio.stderr.String(), want) {
 		t.Errorf("bench: stderr lacks %q:\n%s", want, tio.stderr)

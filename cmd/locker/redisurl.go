@@ -48,6 +48,12 @@ const urlForm = "redis://[[user:]password@]host[:port][/db][?option=value&…] o
 // not of this form, or that has a query option locker does not know, is a *usageError that
 // shows neither the password nor the query's values.
 func parseRedisURL(raw, pw string) (*redisURL, error) {
+	if u, err := url.Parse(raw); err != nil || u.Scheme != "redis" && u.Scheme != "rediss" {
+		if fixed := redactURL("redis://" + raw); !strings.Contains(raw, "://") && fixed != invalidURL {
+			// host:port, as redis-cli -h and the drivers' Addr take it.
+			return nil, usagef("--redis: the URL lacks its scheme: want %s (or rediss:// for TLS)", fixed)
+		}
+	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Opaque != "" || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Hostname() == "" {
 		return nil, usagef("--redis: want %s, got %s", urlForm, quotedURL(raw))

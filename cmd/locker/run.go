@@ -23,10 +23,9 @@ import (
 // Exit codes of locker run other than 0, 1 (the default conflict code) and 2 (usage). See
 // docs/locker-run.md, which sets them beside flock(1)'s.
 const (
-	exitUnavailable = 69  // an error from Redis or the library before the command started (EX_UNAVAILABLE)
-	exitLockLost    = 70  // the lease was lost while the command ran, or the outer hold was gone
-	exitCannotRun   = 126 // the command could not be started
-	exitNotFound    = 127 // the command was not found
+	exitLockLost  = 70  // the lease was lost while the command ran, or the outer hold was gone
+	exitCannotRun = 126 // the command could not be started
+	exitNotFound  = 127 // the command was not found
 )
 
 // defaultConflictCode is the exit code when the lock is not obtained (-n, -w): 1, as flock's.
@@ -62,9 +61,9 @@ the last exclusive holder: shared runs do not advance it).
 
 The Redis password: in the URL (redis://user:password@host or redis://password@host), which
 ps shows to every user for as long as run runs; or, for a URL without one, the first line of
---redis-password-file FILE, or $LOCKER_REDIS_PASSWORD, which ps does not show. The command
-gets neither $LOCKER_REDIS nor $LOCKER_REDIS_PASSWORD; a locker run inside it without --redis
-uses the servers of this hold (from $LOCKER_HOLDS, which carries no password: give it
+--redis-password-file FILE, or $LOCKER_REDIS_PASSWORD, which ps does not show. Unless -o, the
+command gets neither $LOCKER_REDIS nor $LOCKER_REDIS_PASSWORD; a locker run inside it without
+--redis uses the servers of this hold (from $LOCKER_HOLDS, which carries no password: give it
 --redis-password-file if the server needs one).
 
 Exit status: the command's own (128+N when signal N killed it); 1 or -E when the lock was not
@@ -100,10 +99,11 @@ const waitForever time.Duration = -1
 
 // runConfig is the configuration of one locker run, from its flags and arguments.
 type runConfig struct {
-	Key   string
-	TTL   time.Duration // lease length
-	Wait  time.Duration // how long to wait for the lock: 0 tries once, waitForever (< 0) waits as long as it takes
-	Grace time.Duration // between SIGTERM and SIGKILL when the command's tree is ended
+	Key    string
+	KeySet bool          // --key was given (even empty): the first argument is the command
+	TTL    time.Duration // lease length
+	Wait   time.Duration // how long to wait for the lock: 0 tries once, waitForever (< 0) waits as long as it takes
+	Grace  time.Duration // between SIGTERM and SIGKILL when the command's tree is ended
 	// Fencing takes a fencing token and passes it to the command in tokenEnv.
 	Fencing bool
 	// NonBlock is -n: try once (Wait 0), whatever -w says.
@@ -136,7 +136,10 @@ const tokenEnv = "LOCKER_FENCING_TOKEN"
 // define registers run's flags on fs: its own and flock(1)'s, each short form beside its long
 // ones.
 func (c *runConfig) define(fs *flag.FlagSet) {
-	fs.StringVar(&c.Key, "key", "", "the lock's `key`, when not given as the first argument")
+	fs.Func("key", "the lock's `key`, when not given as the first argument", func(v string) error {
+		c.Key, c.KeySet = v, true
+		return nil
+	})
 	fs.DurationVar(&c.TTL, "ttl", c.TTL, "lease length; renewed every ttl/3, so a crashed holder blocks others for at most about ttl")
 	wait := (*waitValue)(&c.Wait)
 	fs.Var(wait, "w", "wait at most `seconds` for the lock (0.5, 60, or a Go duration: 1m30s); 0 is -n. Default: as long as it takes")
@@ -256,7 +259,7 @@ func (v *shellValue) Set(s string) error {
 // [args...]", "KEY -c 'command'", or with --key only the command. It returns the command line
 // to run.
 func (c *runConfig) positional(pos []string) ([]string, error) {
-	if c.Key == "" {
+	if !c.KeySet {
 		if len(pos) == 0 {
 			return nil, usagef("no key given: locker run [flags] KEY command [args...]")
 		}
@@ -287,9 +290,10 @@ func (c *runConfig) positional(pos []string) ([]string, error) {
 
 // validate checks the flags' values.
 func (c *runConfig) validate() error {
+	if err := checkKey(c.Key); err != nil {
+		return err
+	}
 	switch {
-	case c.Key == "":
-		return usagef("empty key")
 	case c.TTL < locker.MinTTL:
 		return usagef("--ttl %v: must be at least %v", c.TTL, locker.MinTTL)
 	case c.Grace < 0:
@@ -377,10 +381,7 @@ func runLocked(ctx context.Context, s *streams, cfg runConfig, cf *connFlags, ar
 		if ierr := endWait(); ierr != nil {
 			return ierr
 		}
-		if _, ok := asError[*usageError](err); ok {
-			return err
-		}
-		return &exitError{exitUnavailable, err}
+		return err
 	}
 	defer backend.close()
 	if err := kindsSupported(cfg, cf, backend.Locker); err != nil {
@@ -441,7 +442,11 @@ func runLocked(ctx context.Context, s *streams, cfg runConfig, cf *connFlags, ar
 	}
 
 	// The command gets no Redis credentials: a nested locker run finds its servers in holdsEnv.
-	env := withoutEnv(os.Environ(), redisEnv, passwordEnv)
+	// Under -o there is no hold to pass on, and the user's own settings stay as they are.
+	env := os.Environ()
+	if !cfg.Close {
+		env = withoutEnv(env, redisEnv, passwordEnv)
+	}
 	if cfg.Fencing {
 		env = setEnv(env, tokenEnv, strconv.FormatUint(lease.Token(), 10))
 	}
@@ -459,7 +464,7 @@ func runLocked(ctx context.Context, s *streams, cfg runConfig, cf *connFlags, ar
 	}
 	switch uerr := lease.Unlock(); {
 	case errors.Is(uerr, locker.ErrNotHeld):
-		return &exitError{exitLockLost, fmt.Errorf("lock %s was lost while the command ran, unnoticed until it exited (status %d): %s", display.Key(cfg.Key), code, errorText(uerr))}
+		return &exitError{exitLockLost, fmt.Errorf("lock %s was lost while the command ran (expired or forced away), unnoticed until it exited (status %d)", display.Key(cfg.Key), code)}
 	case uerr != nil:
 		fmt.Fprintf(s.err, "locker run: %s (the lock expires after --ttl %v)\n", errorText(uerr), cfg.TTL)
 	}
@@ -507,7 +512,7 @@ func acquire(ctx context.Context, client *locker.Client, cfg runConfig, outer *h
 	case outer != nil:
 		lease, err = try(ctx, cfg.Key, locker.WithHeldOwner(outer.Owner))
 		if errors.Is(err, locker.ErrLockLost) {
-			return nil, &exitError{exitLockLost, fmt.Errorf("the hold of the outer locker run on %s is gone: %s", display.Key(cfg.Key), errorText(err))}
+			return nil, &exitError{exitLockLost, fmt.Errorf("the hold of the outer locker run on %s is gone (released, expired or forced away), and a nested run never takes a new lock", display.Key(cfg.Key))}
 		}
 		if errors.Is(err, locker.ErrUpgrade) {
 			return nil, &exitError{cfg.ConflictCode, fmt.Errorf("lock %s not obtained: the outer locker run holds it shared (--shared), and an exclusive hold inside it would be an upgrade, which could wait for ever on another reader doing the same; give this run --shared too, or take the exclusive lock outside the shared run", display.Key(cfg.Key))}

@@ -350,7 +350,7 @@ func TestRunLockLostUnnoticed(t *testing.T) {
 	if c := exitCode(t, code); c != exitLockLost {
 		t.Fatalf("exit code %d, want %d\nstderr:\n%s", c, exitLockLost, tio.stderr)
 	}
-	if want := `lock "job" was lost while the command ran, unnoticed until it exited (status 143)`; !strings.Contains(tio.stderr.String(), want) {
+	if want := `lock "job" was lost while the command ran (expired or forced away), unnoticed until it exited (status 143)`; !strings.Contains(tio.stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, tio.stderr)
 	}
 }

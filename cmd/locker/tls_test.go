@@ -241,7 +241,7 @@ func TestTLSHandshakeErrors(t *testing.T) {
 				tio := newIO("", false)
 				args := append([]string{"inspect", "--driver", d, "k"}, tc.args...)
 				start := time.Now()
-				tio.exec(t, 1, args...)
+				tio.exec(t, exitUnavailable, args...)
 				elapsed := time.Since(start)
 				t.Logf("%s: failed in %v", d, elapsed)
 				if elapsed > 2*time.Second {
@@ -357,7 +357,7 @@ func TestBenchTLS(t *testing.T) {
 	}
 	tio = newIO("", false)
 	start := time.Now()
-	tio.exec(t, 1, "bench", "--redis", "rediss://:hunter2@"+s.plain, "--driver", "goredis", "--time", "5ms")
+	tio.exec(t, exitUnavailable, "bench", "--redis", "rediss://:hunter2@"+s.plain, "--driver", "goredis", "--time", "5ms")
 	if elapsed := time.Since(start); elapsed > 2*time.Second || !strings.Contains(tio.stderr.String(), "the server speaks plain Redis, not TLS") {
 		t.Errorf("bench with rediss:// to a plain server: after %v, stderr:\n%s", elapsed, tio.stderr)
 	}

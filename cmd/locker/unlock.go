@@ -25,7 +25,8 @@ required: a normal unlock needs the owner's token, which this command cannot kno
 Unless --yes is given, it shows the lock and asks for confirmation on the terminal; when stdin
 is not a terminal it refuses (exit status 2) rather than read an answer from a pipe. It prints
 whether a lock was removed; exit status 0 either way, 1 when the confirmation is declined or
-the key holds something that is not a lock (it is left as it is: unlock deletes only locks).`,
+the key holds something that is not a lock (it is left as it is: unlock deletes only locks),
+69 when Redis cannot be reached.`,
 	setup: func(fs *flag.FlagSet) func(context.Context, *streams, []string) error {
 		force := fs.Bool("force", false, "remove the lock whoever holds it (required)")
 		yes := fs.Bool("yes", false, "do not ask for confirmation")

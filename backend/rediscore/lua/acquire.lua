@@ -120,7 +120,7 @@ if value then
     return reply(w + r, latest)
   end
   if state == 'shared' and not shared then
-    return redis.error_reply('UPGRADE the owner holds the lock shared: an exclusive hold would be an upgrade')
+    return redis.error_reply('UPGRADE') -- locker.ErrUpgrade says it all
   end
   if shared then
     r = r + 1
