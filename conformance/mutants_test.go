@@ -77,6 +77,9 @@ var mutants = []struct {
 	{"one-lease-for-readers", "Kinds/ReaderLeases"},
 	{"one-lease-for-readers", "Kinds/FixedReaderLeases"},
 	{"ended-reader-counts", "Kinds/Model"}, // a reader whose lease ended holds on while another's runs
+	// Notices of shared holds: readers that wait sleep until their timers.
+	{"no-downgrade-notice", "Kinds/DowngradeWakesReaders"}, // a writer's Unlock that leaves it reading
+	{"no-join-notice", "Kinds/ReaderWakesReaders"},         // a reader's grant that lets readers behind it in
 }
 
 const mutantEnv = "CONFORMANCE_MUTANT"
@@ -462,7 +465,11 @@ func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker
 			m.fences[key]++
 		}
 		m.setLease(l, owner, m.lease(req.TTL))
-		m.dequeue(key, owner)
+		if behind := m.dequeue(key, owner); behind && req.Shared && m.bug != "no-join-notice" {
+			if q := m.queue(key); len(q) > 0 && q[0].reader() {
+				m.notify(key) // readers at the head may join
+			}
+		}
 	}
 	holds := l.total(owner)
 	if !req.Fresh {
@@ -523,7 +530,9 @@ func (m *mutant) Release(ctx context.Context, req locker.ReleaseRequest) (int, e
 			l.owner = ""
 			if len(l.shared) > 0 {
 				l.until[owner] = l.expires // a reader now, with the lease it had
-				m.notify(key)
+				if m.bug != "no-downgrade-notice" {
+					m.notify(key) // readers may join
+				}
 			}
 		}
 	}

@@ -22,7 +22,7 @@ type fakePubSub struct {
 	dials     int
 	noSharded bool // SSUBSCRIBE is an unknown command
 	refuseAll bool // dials fail
-	silent    bool // subscriptions are never confirmed
+	silent    bool // subscriptions are not confirmed (until confirmHeld)
 }
 
 type fakeConn struct {
@@ -30,6 +30,7 @@ type fakeConn struct {
 	node   string
 	events PubSubEvents
 	subs   map[string]bool
+	held   [][2]string // confirmations withheld while silent: reply kind, channel
 }
 
 func newFakePubSub() *fakePubSub { return &fakePubSub{conns: make(map[*fakeConn]struct{})} }
@@ -86,6 +87,11 @@ func (c *fakeConn) do(command string, channels []string) error {
 		c.subs[ch] = subscribe
 	}
 	silent := f.silent
+	if silent && subscribe {
+		for _, ch := range channels {
+			c.held = append(c.held, [2]string{strings.ToLower(command), ch})
+		}
+	}
 	f.mu.Unlock()
 	if !silent || !subscribe {
 		for _, ch := range channels {
@@ -116,6 +122,23 @@ func (f *fakePubSub) publish(channel string) int {
 		c.events.Message(channel, "")
 	}
 	return len(to)
+}
+
+// confirmHeld ends the silence: the live connections confirm the subscriptions they withheld.
+func (f *fakePubSub) confirmHeld() {
+	f.mu.Lock()
+	f.silent = false
+	var replies []func()
+	for c := range f.conns {
+		for _, r := range c.held {
+			replies = append(replies, func() { c.events.Reply(r[0], r[1]) })
+		}
+		c.held = nil
+	}
+	f.mu.Unlock()
+	for _, reply := range replies {
+		reply()
+	}
 }
 
 // kill breaks every live connection.
