@@ -398,7 +398,9 @@ func (b *Backend) fail(ctx context.Context, op string, err error) error {
 	if ctxErr != nil && !errors.Is(err, ctxErr) {
 		return display.Errorf("%s: %s: %w (%w)", b.prefix, op, ctxErr, err)
 	}
-	if Unavailable(err) && !errors.Is(err, locker.ErrUnavailable) {
+	// The driver reports ctx's end: the server is unavailable only if something else says so (a
+	// dial that failed meanwhile), not because ctx's deadline is a timeout.
+	if down := ctxErr == nil && Unavailable(err) || ctxErr != nil && unavailableBesides(err, ctxErr); down && !errors.Is(err, locker.ErrUnavailable) {
 		return display.Errorf("%s: %s: %w: %w", b.prefix, op, locker.ErrUnavailable, err)
 	}
 	return display.Errorf("%s: %s: %w", b.prefix, op, err)

@@ -1,6 +1,7 @@
 package rediscore
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -38,6 +39,26 @@ func Unavailable(err error) bool {
 		}
 	}
 	return false
+}
+
+// unavailableBesides reports whether err, which wraps ctxErr, holds a cause that Unavailable
+// counts other than ctxErr: context.DeadlineExceeded is a net.Error (a timeout), but a call cut
+// short by its ctx says nothing of the server.
+func unavailableBesides(err, ctxErr error) bool {
+	switch e := err.(type) {
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			if unavailableBesides(inner, ctxErr) {
+				return true
+			}
+		}
+		return false
+	case interface{ Unwrap() error }:
+		if inner := e.Unwrap(); inner != nil {
+			return unavailableBesides(inner, ctxErr)
+		}
+	}
+	return err != ctxErr && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && Unavailable(err)
 }
 
 // Moved returns err wrapped with locker.ErrUnavailable when it is a MOVED or ASK reply, which a
