@@ -2,8 +2,14 @@ package locker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashlock/locker/internal/display"
@@ -28,8 +34,7 @@ type Client struct {
 	seq    uint64           // counts confirmed lease resets, for hold.confirm
 	wd     watchdog
 
-	turnMu sync.Mutex       // guards turns and every turn's users; taken after mu, never before
-	turns  map[string]*turn // the local queues of Lock calls per backend key
+	turns turnSet // the local queues of Lock calls per backend key
 }
 
 // New returns a Client over backend, with opts as the defaults of every call (each call may
@@ -37,7 +42,7 @@ type Client struct {
 // Client return an error wrapping ErrInvalid. The Client does not close the backend: its creator
 // owns it.
 func New(backend Locker, opts ...Option) *Client {
-	cfg := defaultConfig().with(opts)
+	cfg := defaultConfig().apply(opts)
 	if backend == nil {
 		cfg.invalid(display.Errorf("%w: nil backend", ErrInvalid))
 	}
@@ -48,74 +53,10 @@ func New(backend Locker, opts ...Option) *Client {
 		ctx:     ctx,
 		stopCtx: stop,
 		held:    make(map[holdID]*hold),
-		turns:   make(map[string]*turn),
+		turns:   turnSet{m: make(map[string]*turn)},
 		ids:     newIDSource(),
 		calls:   callSet{base: ctx},
 	}
-}
-
-// Lock obtains the lock on key, waiting as long as it takes. ctx bounds the wait and the calls
-// Lock makes, not the lease: the Lease's context keeps ctx's values but not its deadline or
-// cancellation (see Lease.Context).
-//
-// If ctx carries the ownership of key (it is, or derives from, a Lease's context), Lock
-// re-enters: the owner's hold count grows by one, the lease is reset, and it never waits. A
-// re-entry never takes a new lock: when the owner's hold is gone from the backend (it expired
-// or was forced away), Lock returns an error wrapping ErrLockLost. Otherwise Lock takes a fresh
-// owner token and tries; while another owner holds the lock it waits for a release notice, or
-// for the shorter of the holder's remaining lease and the retry strategy's next wait, and tries
-// again.
-//
-// A backend that is unavailable (ErrUnavailable: connection refused or broken, a server restarting
-// or failing over) is not contention: Lock tries again, at most 200ms apart, sending the same
-// request ID so that an acquire whose reply was lost is not applied twice, for up to
-// WithUnavailableTimeout (default 5s) from the first failure, then returns the backend's error,
-// which wraps ErrUnavailable and the driver's own error (when ctx ends first, or the retry
-// strategy gives up, the error wraps those too), never ErrNotObtained.
-//
-// It returns an error wrapping ErrNotObtained (a *NotObtainedError) when another owner holds the
-// lock and the retry strategy gives up, or ctx ends while waiting (then the error also wraps
-// ctx.Err()); ErrInvalid for an empty or too long key, a nil ctx or an invalid option;
-// ErrClosed after Close; ErrNotALock when the key holds something else (a value of another
-// type); and the backend's error, wrapped, when the backend fails otherwise. Whenever Lock returns an error after an acquire whose outcome it does not
-// know (ctx ended during the call, or the backend failed), it takes that acquire back in the
-// background (see ReleaseRequest.Undo), sending the take-back again for up to 5s while the
-// backend is unavailable, so no hold is left behind for a whole TTL.
-func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
-	return c.obtainObserved(ctx, key, opts, true, false)
-}
-
-// TryLock makes one attempt to obtain (or re-enter) the lock on key, as Lock does, but does not
-// wait: when another owner holds the lock it returns a *NotObtainedError, which wraps
-// ErrNotObtained and reports the holder's remaining lease. When the backend fails, TryLock
-// returns its error at once (and takes back the acquire, as Lock does).
-func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
-	return c.obtainObserved(ctx, key, opts, false, false)
-}
-
-// RLock obtains a shared (read) hold on key, waiting as long as it takes, as Lock does: any
-// number of owners hold a key shared at once, while an exclusive hold (Lock) excludes them all.
-// Readers and writers take turns, as with sync.RWMutex, across processes: once a Lock waits for
-// the key, readers that come after it wait behind it, and once an RLock waits, Locks that come
-// after it (a writer that unlocks and locks again at once, say) wait behind it; neither starves.
-// A waiter that gives up stops blocking the others at once, one whose process died within its
-// TTL. TryLock does not wait and is not held back by waiting readers.
-//
-// Re-entry works through the lease's context as with Lock: RLock with the context of an RLock
-// lease adds a shared hold, and RLock with the context of a Lock lease adds a shared hold to the
-// writer (a downgrade: after the writer's Unlock the owner still reads, and other readers may
-// join). Lock with the context of an RLock lease fails at once with an error wrapping ErrUpgrade
-// and changes nothing. Leases of both kinds are renewed by the watchdog and end with the same
-// causes. It needs a backend that implements KindLocker (every backend of this module but
-// backend/quorum); on another, it returns an error wrapping errors.ErrUnsupported.
-func (c *Client) RLock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
-	return c.obtainObserved(ctx, key, opts, true, true)
-}
-
-// TryRLock makes one attempt to obtain (or re-enter) a shared hold on key, as RLock does, but
-// does not wait: while a writer holds or waits for the key it returns a *NotObtainedError.
-func (c *Client) TryRLock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
-	return c.obtainObserved(ctx, key, opts, false, true)
 }
 
 // Inspect reports whether key is locked, who holds it (State.Owner, shortened for people), the
@@ -185,6 +126,103 @@ func (c *Client) Close() error {
 	return nil
 }
 
+// loseKey ends every lease of this Client on the backend key full with ErrLockLost.
+func (c *Client) loseKey(full string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, h := range c.held {
+		if id.key == full {
+			delete(c.held, id)
+			h.lose(LostForced)
+		}
+	}
+}
+
+// closedErr returns ErrClosed for an error that came from the Close of the Client rather than from
+// the caller's ctx or the backend, and err otherwise.
+func (c *Client) closedErr(ctx context.Context, err error) error {
+	if c.ctx.Err() != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
+		return ErrClosed
+	}
+	return err
+}
+
+// callSet is the set of a Client's calls under way (Lock, TryLock, Inspect, ForceUnlock): Close
+// cancels their contexts, so that a call waiting for the backend ends at once.
+type callSet struct {
+	base context.Context // the Client's, which Close cancels first: the end of a call whose ctx has none
+
+	mu      sync.Mutex
+	closed  bool
+	next    uint64
+	cancels map[uint64]context.CancelFunc
+}
+
+// begin returns a ctx for one call's backend calls: ctx, ending also at close. Pass id and
+// cancel to end when the call is done. A ctx that never ends (Done is nil: Background, TODO, or
+// one of their values) costs neither a context nor a place in the set: the call ends at Close,
+// as its closingCtx tells.
+func (s *callSet) begin(ctx context.Context) (_ context.Context, id uint64, cancel context.CancelFunc) {
+	if ctx.Done() == nil && s.base != nil {
+		return &closingCtx{Context: ctx, client: s.base}, 0, endNothing
+	}
+	ctx, cancel = context.WithCancel(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		cancel()
+		return ctx, 0, cancel
+	}
+	if s.cancels == nil {
+		s.cancels = make(map[uint64]context.CancelFunc)
+	}
+	s.next++
+	s.cancels[s.next] = cancel
+	return ctx, s.next, cancel
+}
+
+// end releases what begin returned.
+func (s *callSet) end(id uint64, cancel context.CancelFunc) {
+	if id == 0 {
+		cancel()
+		return
+	}
+	s.mu.Lock()
+	delete(s.cancels, id)
+	s.mu.Unlock()
+	cancel()
+}
+
+// close cancels every call under way and every later one.
+func (s *callSet) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for _, cancel := range s.cancels {
+		cancel()
+	}
+	s.cancels = nil
+}
+
+// endNothing is the cancel function of a closingCtx: it has nothing to release.
+func endNothing() {}
+
+// closingCtx is the ctx of a call whose own ctx never ends: it has that ctx's values, and the end
+// of the Client's context (Done, Err, and AfterFunc, so that a context derived from it for a
+// backend call is cancelled at Close without a goroutine of package context to watch it).
+type closingCtx struct {
+	context.Context                 // the call's own: its values
+	client          context.Context // the Client's: cancelled at Close, never before, no deadline
+}
+
+func (c *closingCtx) Deadline() (time.Time, bool) { return c.client.Deadline() }
+
+func (c *closingCtx) Done() <-chan struct{} { return c.client.Done() }
+
+func (c *closingCtx) Err() error { return c.client.Err() }
+
+func (c *closingCtx) AfterFunc(f func()) (stop func() bool) { return context.AfterFunc(c.client, f) }
+
 // check validates the arguments common to every call and returns the backend key.
 func (c *Client) check(ctx context.Context, key string, cfg config) (string, error) {
 	switch {
@@ -212,542 +250,161 @@ func (c *Client) check(ctx context.Context, key string, cfg config) (string, err
 	return cfg.prefix + key, nil
 }
 
-// request is one Lock or TryLock call, resolved.
-type request struct {
-	key, full, owner string
-	cfg              config
-	fresh            bool          // owner is a new random token (not re-entry, not WithOwner)
-	reentry          bool          // only re-enter the owner's hold (carried by ctx, or WithHeldOwner)
-	shared           bool          // a shared hold (RLock)
-	wait             time.Duration // AcquireRequest.Wait: the queue entry a refusal leaves
-	downSince        time.Time     // the first failure of a run of attempts that found the backend unavailable
-	downErr          error         // the latest of those failures; nil while the backend answers
-	grant            time.Duration // AcquireRequest.Grant: a release may grant it the key (Granter)
-	queued           bool          // a refusal may have left an entry in the key's queue
-	dequeued         bool          // a Dequeue of its owner was sent: it may give back a later grant
-	turn             *turn         // the local turn this call holds, handed to its Lease
-
-	// The current acquire request: its ID, when it was first sent, the hold's seq then (see
-	// opStart), and whether its outcome is unknown (sent, but no answer came back).
-	// firstID is the ID of the first acquire, until it is sent; releaseID that of the release
-	// of the lease (made with them, in one allocation: see idSource.start).
-	firstID   string
-	releaseID string
-	id        string
-	idSent    time.Time
-	idSeq     uint64
-	pending   bool
+// The watchdog is one timer per Client, not a goroutine per lease; its work is in
+// watchdog.go (tick).
+type watchdog struct {
+	timer    *time.Timer    // created on first use, inside the caller's synctest bubble if any
+	at       time.Time      // when the timer fires; zero when not armed
+	renewing bool           // a Renew call is in flight
+	ticks    sync.WaitGroup // running ticks, waited for by Close
 }
 
-// obtain is Lock (wait == true) and TryLock.
-//
-// Lock calls of one Client with fresh owners on one key queue locally (see turn): while any of
-// them waits or holds the lock through this Client, the others wait for their turn without a
-// round trip, so a releaser that locks again at once cannot overtake them, and only one of them
-// polls or listens on the backend.
-func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, shared bool) (_ *Lease, err error) {
-	cfg := c.cfg.with(opts)
-	full, err := c.check(ctx, key, cfg)
-	_, kinds := c.backend.(KindLocker)
-	if err == nil && (shared || cfg.fair) && !kinds {
-		err = display.Errorf("the backend (%T) has no shared holds or wait queues (it is no locker.KindLocker): %w", c.backend, errors.ErrUnsupported)
+// arm makes the timer fire at t or earlier. Client.mu is held.
+func (w *watchdog) arm(c *Client, t time.Time) {
+	if t.IsZero() || (!w.at.IsZero() && !t.Before(w.at)) {
+		return
 	}
-	if err != nil {
-		return nil, display.Errorf("locker: lock %s: %w", display.Key(key), err)
+	w.at = t
+	d := time.Until(t)
+	if w.timer == nil {
+		w.timer = time.AfterFunc(d, c.tick)
+		return
 	}
-	// Every backend call below is bounded by ctx and by Close; the Lease keeps ctx's values.
-	callerCtx := ctx
-	ctx, id, cancel := c.calls.begin(ctx)
-	defer func() {
-		c.calls.end(id, cancel)
-		if err != nil && !errors.Is(err, ErrClosed) && callerCtx.Err() == nil && c.ctx.Err() != nil {
-			err = display.Errorf("locker: lock %s: %w", display.Key(key), ErrClosed)
-		}
-	}()
-	r := &request{key: key, full: full, owner: cfg.owner, reentry: cfg.heldOwner, cfg: cfg, shared: shared}
-	if r.owner == "" {
-		if carrier := carrierOf(ctx, full); carrier != nil {
-			if errors.Is(context.Cause(carrier.Context()), ErrLockLost) {
-				return nil, lostReentry(key) // the Client saw the hold go
-			}
-			r.owner, r.reentry = carrier.owner, true
-			carrier.client.awaitHandOff(ctx, carrier.hold) // the re-entry must not overtake it (its Client guards the hold)
-		}
-	} else if r.reentry {
-		c.awaitHandOff(ctx, c.holdOf(full, r.owner)) // WithHeldOwner
-	}
-	// The owner token (of a fresh owner), the first acquire's ID and the release's, at once.
-	var owner string
-	r.fresh = r.owner == ""
-	owner, r.firstID, r.releaseID = c.ids.start(cfg.label, r.fresh)
-	if r.fresh {
-		r.owner = owner
-	}
-	_, mayRetry := cfg.retry.Backoff(0)
-	if wait && mayRetry && kinds && !r.reentry {
-		r.wait = cfg.ttl // a refusal queues it on the backend, for as long as a lease
-	}
-	if _, granter := c.backend.(Granter); granter && r.wait > 0 && r.fresh && !shared {
-		r.grant = min(cfg.ttl, maxGrantLease) // a release may hand the key to it
-	}
-	// A Lock that never retries behaves as TryLock; readers and fair calls queue on the backend.
-	queue := wait && r.fresh && mayRetry && !shared && !cfg.fair
-	defer func() {
-		if err != nil {
-			c.leave(r)
-		}
-	}()
+	w.timer.Reset(d)
+}
 
-	var t *turn
-	if queue {
-		t = c.queuedTurn(full)
+// stop disarms the timer. Client.mu is held.
+func (w *watchdog) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
 	}
-	var refused *NotObtainedError
+	w.at = time.Time{}
+}
+
+// wait waits for running ticks to finish. Client.mu is not held.
+func (w *watchdog) wait() { w.ticks.Wait() }
+
+// A turnSet is a Client's turns, by backend key.
+type turnSet struct {
+	mu sync.Mutex // guards m and every turn's users and hand-offs; taken after Client.mu, never before
+	m  map[string]*turn
+}
+
+// queued returns the key's turn and joins it, if one exists (others wait or hold).
+func (s *turnSet) queued(key string) *turn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.m[key]
+	if t != nil {
+		t.users++
+	}
+	return t
+}
+
+// join joins the key's turn, making it (with its token free) if there is none.
+func (s *turnSet) join(key string) *turn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.m[key]
 	if t == nil {
-		l, ref, err := c.attempt(ctx, r)
-		if wait && mayRetry && errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
-			ref, err = &NotObtainedError{Key: r.key}, c.down(ctx, r, err) // wait and try again
-		}
-		if l != nil || err != nil {
-			return l, err
-		}
-		if !wait {
-			return nil, ref
-		}
-		refused = ref
-		if queue {
-			t = c.joinTurn(full)
-		}
+		t = &turn{token: make(chan struct{}, 1)}
+		t.token <- struct{}{}
+		s.m[key] = t
 	}
-	if t == nil {
-		return c.contend(ctx, r, refused, 0)
-	}
-	n, err := c.takeTurn(ctx, r, t)
-	if err != nil {
-		c.leaveTurn(full, t, false)
-		return nil, err
-	}
-	r.turn = t
-	if l := c.claimHandOff(ctx, r); l != nil {
-		return l, nil
-	}
-	l, err := c.contend(ctx, r, refused, n)
-	if err != nil {
-		c.leaveTurn(full, t, true)
-	}
-	return l, err
+	t.users++
+	return t
 }
 
-// attempt makes one Acquire: it returns the Lease when granted, or the refusal. An acquire whose
-// outcome is unknown is sent again with the same ID (within half the RequestWindow), so that it
-// takes effect once; its lease counts from the first send. A re-entry is never refused: the
-// owner's hold being gone, it fails with ErrLockLost.
-func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedError, error) {
-	if r.pending && time.Since(r.idSent) > RequestWindow/2 {
-		c.leave(r) // the old owner's entry goes too: a grant to it would never be taken
-		if r.fresh {
-			r.owner = newOwnerToken(r.cfg.label) // the take-back removes every hold of the old one
-		}
+// leave leaves the key's turn, handing the token on when holding it.
+func (s *turnSet) leave(key string, t *turn, holding bool) {
+	if holding {
+		t.token <- struct{}{} // never blocks: only the holder puts the token back
 	}
-	if !r.pending {
-		r.id, r.firstID, r.idSent = r.firstID, "", time.Now()
-		if r.id == "" {
-			r.id = c.ids.next()
-		}
-		if !r.fresh {
-			r.idSeq = c.opStart(r.full, r.owner)
-		}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.users--; t.users == 0 && s.m[key] == t {
+		delete(s.m, key)
 	}
-	res, err := c.backend.Acquire(ctx, AcquireRequest{
-		Key: r.full, Owner: r.owner, TTL: r.cfg.ttl, ID: r.id, Fence: r.cfg.fence, Fresh: r.fresh,
-		Reentry: r.reentry, Shared: r.shared, Fair: r.cfg.fair, Wait: r.wait, Grant: r.grant,
-	})
-	r.queued = r.queued || r.wait > 0
-	if err != nil {
-		// These errors say that nothing was done; any other leaves the outcome unknown.
-		r.pending = !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrNotALock) &&
-			!errors.Is(err, ErrUpgrade)
-		switch {
-		case r.reentry && errors.Is(err, ErrNotHeld):
-			return nil, nil, c.loseReentry(r)
-		case ctx.Err() != nil && !errors.Is(err, ErrUnavailable):
-			return nil, nil, &NotObtainedError{Key: r.key, Err: ctx.Err()}
-		}
-		return nil, nil, display.Errorf("locker: lock %s: %w", display.Key(r.key), err)
-	}
-	r.pending = false
-	if res.Acquired() && !r.reentry {
-		r.queued = false // a new hold takes its owner out of the queue
-	}
-	if !res.Acquired() {
-		if r.reentry {
-			return nil, nil, c.loseReentry(r) // another owner holds the key: ours is gone
-		}
-		return nil, &NotObtainedError{Key: r.key, TTL: res.TTL}, nil
-	}
-	l, err := c.register(ctx, r, res, r.idSeq, r.idSent, r.cfg.ttl)
-	return l, nil, err
-}
-
-// abandon takes back r's acquire whose outcome is unknown, in the background (the caller is
-// leaving, perhaps because its ctx ended): if it took effect, its hold is released and waiters
-// are woken; if it has not reached the backend yet, it never will take effect.
-func (c *Client) abandon(r *request) { c.abandonThen(r, nil) }
-
-// leave is abandon and dequeue, for a call that gives up. When both are due, the Dequeue
-// follows the take-back, in its goroutine: the acquire whose outcome is unknown may still reach
-// the backend, and queue its owner, until the take-back lands (after it, the acquire is refused
-// without queueing), so a Dequeue sent alongside could come first and leave that entry behind
-// for its Wait, blocking those behind it.
-func (c *Client) leave(r *request) {
-	if r.pending && r.queued {
-		if q, ok := c.backend.(KindLocker); ok {
-			r.queued = false
-			key, owner := r.full, r.owner
-			c.abandonThen(r, func() { c.dequeueNow(q, key, owner) })
-			return
-		}
-	}
-	c.abandon(r)
-	c.dequeue(r)
-}
-
-// abandonThen is abandon, which calls then (when not nil) in its goroutine once the take-back
-// is done. Neither is called when the Client is closed.
-func (c *Client) abandonThen(r *request, then func()) {
-	if !r.pending {
-		return
-	}
-	r.pending = false
-	req := ReleaseRequest{Key: r.full, Owner: r.owner, ID: r.id, Undo: true, Fresh: r.fresh, Shared: r.shared}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		// Close ended this call (or came first): like the Client's leases, a hold the acquire
-		// may have left expires with its lease (a queue entry with its Wait), and nothing
-		// outlives Close.
-		return
-	}
-	c.undos.Add(1) // Close waits for it
-	go func() {
-		defer c.undos.Done()
-		c.undo(req)
-		if then != nil {
-			then()
-		}
-	}()
-}
-
-// dequeue takes r's owner out of the key's wait queue, in the background, when a refusal may
-// have put it there: the call gives up, and those behind it should not wait for its entry to
-// expire.
-func (c *Client) dequeue(r *request) {
-	if !r.queued {
-		return
-	}
-	r.queued, r.dequeued = false, true
-	q, _ := c.backend.(KindLocker)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || q == nil {
-		return // the entry expires within its Wait
-	}
-	// The goroutine takes the names, not r, which then stays on the stack of its Lock.
-	key, owner := r.full, r.owner
-	c.undos.Add(1) // Close waits for it
-	go func() {
-		defer c.undos.Done()
-		c.dequeueNow(q, key, owner)
-	}()
-}
-
-// dequeueNow takes owner out of the wait queue of key (its full name), within undoTimeout.
-func (c *Client) dequeueNow(q KindLocker, key, owner string) {
-	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
-	defer cancel()
-	_ = q.Dequeue(ctx, key, owner)
-}
-
-// undoTimeout bounds a background take-back of an acquire, all its attempts together.
-const undoTimeout = 5 * time.Second
-
-// undo sends the take-back req of an acquire. While the backend is unavailable (the take-back
-// met the same partition or restart as the acquire) it sends it again, 50ms, 100ms, then at most
-// maxUnavailableWait apart, within undoTimeout and until Close: a take-back is idempotent (the
-// acquire's marker records it), so one whose reply was lost and that is sent again never removes
-// a second hold.
-func (c *Client) undo(req ReleaseRequest) {
-	ctx, cancel := context.WithTimeout(context.Background(), undoTimeout)
-	defer cancel()
-	_ = c.releaseWhileUnavailable(ctx, req, 0, c.ctx.Done())
-}
-
-// contend tries until the lock is granted, the retry strategy gives up, ctx ends or the Client
-// closes. refused is the refusal of an attempt just made (nil: start with an attempt); retries
-// the strategy's count so far. Between attempts it waits for a release notice, or for the
-// shorter of the holder's remaining lease and the strategy's next wait.
-func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedError, retries int) (*Lease, error) {
-	var (
-		notices  <-chan struct{}
-		grants   <-chan string // notices that may tell of a grant to r's owner (Granter)
-		listened bool
-		logged   bool   // a failed subscription was logged
-		subOwner string // the owner a subscription that reads grants is for
-		unsub    func() // ends the subscription
-		w        waiter
-	)
-	defer w.stop()
-	defer func() {
-		if unsub != nil {
-			unsub()
-		}
-	}()
-	for {
-		if listened && unsub != nil && subOwner != r.owner {
-			unsub() // the owner changed (attempt): grants to the new one must wake us
-			notices, grants, unsub, listened = nil, nil, nil, false
-		}
-		if refused == nil {
-			l, ref, err := c.attempt(ctx, r)
-			switch {
-			case errors.Is(err, ErrUnavailable) && ctx.Err() != nil:
-				// The call ended with ctx, and its error says why: the backend was unavailable.
-			case errors.Is(err, ErrUnavailable):
-				ref, err = &NotObtainedError{Key: r.key}, c.down(ctx, r, err)
-			case err != nil && r.downErr != nil && ctx.Err() != nil:
-				err = display.Errorf("%w; then %w", r.downErr, ctx.Err()) // the call ended with ctx
-			case l != nil || ref != nil:
-				r.downErr = nil // the backend answered
-			}
-			if l != nil || err != nil {
-				return l, err
-			}
-			refused = ref
-		}
-		down := r.downErr != nil
-		backoff, ok := r.cfg.retry.Backoff(retries)
-		if !ok {
-			if down {
-				return nil, display.Errorf("%w; the retry strategy gave up", r.downErr)
-			}
-			return nil, refused
-		}
-		if down {
-			backoff = min(backoff, maxUnavailableWait)
-			if d := r.cfg.down; d > 0 {
-				backoff = min(backoff, max(time.Until(r.downSince.Add(d)), 0)) // the last try at the bound
-			}
-		}
-		if !listened && !down {
-			// Subscribe only once refused, so an uncontended Lock costs one round trip, then try
-			// again at once: a release between the refusal and the subscription sent no notice
-			// to us. A backend without notices (or a failed subscription) leaves timers only.
-			listened = true
-			plain, granted, cancel, err := c.subscribe(ctx, r)
-			if err == nil {
-				notices, grants, unsub, subOwner = plain, granted, cancel, r.owner
-				refused = nil
-				continue
-			}
-			if !logged {
-				logged = true
-				c.logSubscribe(ctx, r.key, err)
-			}
-			if ctx.Err() != nil {
-				refused.Err = ctx.Err()
-				return nil, refused // obtain says ErrClosed when Close ended ctx
-			}
-			if errors.Is(err, ErrUnavailable) {
-				listened = false // subscribe once the backend is back
-			}
-		}
-		retries++
-		if refused.TTL > 0 && refused.TTL < backoff {
-			backoff = refused.TTL
-		}
-		if r.wait > 0 {
-			backoff = min(backoff, r.wait/3) // refresh the queue entry well before it ends
-		}
-		_, grant, err := w.wait(ctx, backoff, notices, grants)
-		if err != nil {
-			if down {
-				return nil, display.Errorf("%w; then %w", r.downErr, err) // obtain says ErrClosed when Close ended ctx
-			}
-			refused.Err = err
-			return nil, refused // obtain says ErrClosed when Close ended ctx
-		}
-		if l := c.takeGrant(ctx, r, grant); l != nil {
-			return l, nil
-		}
-		refused = nil
+	if g := t.gift; t.users == 0 && g != nil {
+		t.gift = nil
+		close(g.ready) // dropped: every waiter left before claiming it; the giver releases
 	}
 }
 
-// loseReentry ends the leases of r's hold that the backend showed gone (those registered before
-// r's acquire was sent), and returns the error of a re-entry into a lost hold.
-func (c *Client) loseReentry(r *request) error {
-	c.mu.Lock()
-	if h := c.held[holdID{r.full, r.owner}]; h != nil {
-		c.loseUpTo(h, r.idSeq)
-	}
-	c.mu.Unlock()
-	return lostReentry(r.key)
+// idSource makes request IDs: a random 96-bit prefix per Client and a counter, so IDs never
+// repeat across Clients and processes (see AcquireRequest.ID).
+type idSource struct {
+	prefix string
+	n      atomic.Uint64
 }
 
-// lostReentry is the error of a re-entry into a hold that is gone.
-func lostReentry(key string) error {
-	return display.Errorf("locker: lock %s: re-entry: the owner no longer holds it (released, expired or forced away), and a re-entry never takes a new lock: %w", display.Key(key), ErrLockLost)
+func newIDSource() idSource {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return idSource{prefix: base64.RawURLEncoding.EncodeToString(b[:]) + "."}
 }
 
-// maxUnavailableWait is the longest Lock waits before trying again after the backend was
-// unavailable, so that it gets the lock soon after the backend is back.
-const maxUnavailableWait = 200 * time.Millisecond
-
-// down records that an attempt of r found the backend unavailable (err wraps ErrUnavailable),
-// logging when a run of such failures begins, and returns the error Lock ends with once the run
-// has lasted WithUnavailableTimeout: err, with that said; nil while Lock may try again.
-func (c *Client) down(ctx context.Context, r *request, err error) error {
-	if r.downErr == nil {
-		r.downSince = time.Now()
-		c.logUnavailable(ctx, r.key, r.cfg.down, err)
-	}
-	r.downErr = err
-	if d := r.cfg.down; d > 0 && time.Since(r.downSince) >= d {
-		return display.Errorf("%w; gave up after %v (WithUnavailableTimeout)", err, d)
-	}
-	return nil
+// next returns a fresh request ID, in one allocation.
+func (s *idSource) next() string {
+	var buf [48]byte
+	b := append(buf[:0], s.prefix...)
+	return string(strconv.AppendUint(b, s.n.Add(1), 36))
 }
 
-// register records a granted hold: it makes the Lease and its context and hands the hold to the
-// watchdog. sent is when the Acquire was sent, seq what opStart returned before it, and lease the
-// lease it set (the TTL; a grant's lease for takeGrant).
-//
-// A grant of a first hold (holds == 1) to an owner this Client already holds leases of means
-// that the owner's holds had vanished from the backend (expired, or forced away) before the
-// Acquire: those leases are lost. A re-entry granted as a first hold (a backend that ignored
-// AcquireRequest.Reentry) is given back and fails with ErrLockLost rather than pass off a fresh
-// lock as a re-entry: the outer critical section was not exclusive.
-func (c *Client) register(ctx context.Context, r *request, res Acquisition, seq uint64, sent time.Time, lease time.Duration) (*Lease, error) {
-	full, owner, holds := r.full, r.owner, res.Holds
-	l := c.newLease(ctx, r, res, sent)
-
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, c.giveBack(ctx, l, ErrClosed)
+// start returns what a Lock call needs at its start, in one allocation: the request ID of its
+// first acquire, the request ID of the release of its lease, and, when fresh, a new owner token
+// (as newOwnerToken makes it, after label).
+func (s *idSource) start(label string, fresh bool) (owner, acquire, release string) {
+	n := s.n.Add(2)
+	var b strings.Builder
+	size := 2 * (len(s.prefix) + 13) // 13: the most base-36 digits of a uint64
+	if fresh {
+		size += ownerTokenLen(label)
 	}
-	id := holdID{full, owner}
-	h := c.held[id]
-	if h == nil {
-		h = &l.own // a new hold lives in its first lease's allocation
-		h.id = id
-		c.held[id] = h
+	b.Grow(size)
+	if fresh {
+		appendOwnerToken(&b, label)
 	}
-	if holds == 1 && len(h.leases) > 0 {
-		h.dropUpTo(seq, LostGone)
-	}
-	if holds == 1 && r.reentry {
-		if len(h.leases) == 0 {
-			delete(c.held, id)
-		}
-		c.mu.Unlock()
-		return nil, c.giveBack(ctx, l, ErrLockLost)
-	}
-	l.hold = h
-	c.seq++
-	l.seq = c.seq
-	h.add(l)
-	h.confirm(seq, c.seq, sent, lease)
-	c.wd.arm(c, h.due(!c.wd.renewing))
-	c.mu.Unlock()
-	return l, nil
+	o := b.Len()
+	var digits [16]byte
+	b.WriteString(s.prefix)
+	b.Write(strconv.AppendUint(digits[:0], n-1, 36))
+	a := b.Len()
+	b.WriteString(s.prefix)
+	b.Write(strconv.AppendUint(digits[:0], n, 36))
+	all := b.String()
+	return all[:o], all[o:a], all[a:]
 }
 
-// newLease makes the Lease of r's grant res (an Acquire sent at sent) and its context, not yet
-// registered with a hold.
-func (c *Client) newLease(ctx context.Context, r *request, res Acquisition, sent time.Time) *Lease {
-	cfg := r.cfg
-	l := &Lease{
-		client: c, key: r.key, fullKey: r.full, owner: r.owner, token: res.Token,
-		holds: res.Holds, ttl: cfg.ttl, unlockTimeout: cfg.unlock, renew: cfg.renew, outer: outerLease(ctx), turn: r.turn,
-		shared: r.shared, fresh: r.fresh, releaseID: r.releaseID,
-	}
-	l.values = leaseValues{parent: ctx, lease: l}
-	if c.cfg.obs != nil {
-		l.granted = sinceEpoch()
-	}
-	r.releaseID = "" // one lease's: another lease of r (none is handed out) makes its own
-	if !cfg.renew {
-		l.deadline = validUntil(sent, cfg.ttl) // its context's (made by Context)
-	}
-	return l
+// newOwnerToken returns a fresh owner token: 128 random bits, hex-encoded, after label and '#'
+// when label is not empty (see WithOwnerLabel).
+func newOwnerToken(label string) string {
+	var b strings.Builder
+	b.Grow(ownerTokenLen(label))
+	appendOwnerToken(&b, label)
+	return b.String()
 }
 
-// giveBack releases a hold that was granted but will not be handed out (nobody would unlock it),
-// ends its lease's context, and returns the error for the caller, wrapping cause.
-func (c *Client) giveBack(ctx context.Context, l *Lease, cause error) error {
-	l.turn = nil // never handed out: the caller leaves the turn
-	l.end(cause)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
-	defer cancel()
-	_, _ = c.backend.Release(rctx, ReleaseRequest{Key: l.fullKey, Owner: l.owner, ID: c.ids.next(), Shared: l.shared, Fresh: l.fresh})
-	if cause == ErrLockLost {
-		return lostReentry(l.key)
+// ownerTokenLen is the length of an owner token after label.
+func ownerTokenLen(label string) int {
+	if label == "" {
+		return 2 * ownerTokenBytes
 	}
-	return display.Errorf("locker: lock %s: %w", display.Key(l.key), cause)
+	return len(label) + 1 + 2*ownerTokenBytes
 }
 
-// loseUpTo drops the leases of h registered at or before seq (see hold.dropUpTo), and forgets h
-// when none is left. Client.mu is held.
-func (c *Client) loseUpTo(h *hold, seq uint64) {
-	h.dropUpTo(seq, LostGone)
-	if len(h.leases) == 0 && c.held[h.id] == h {
-		delete(c.held, h.id)
-	}
-}
+// ownerTokenBytes is how many random bytes an owner token has.
+const ownerTokenBytes = 16
 
-// opStart returns the seq of the hold (full, owner) before an operation that will reset its
-// lease, for hold.confirm; 0 when there is no such hold. A fresh random owner has none.
-func (c *Client) opStart(full, owner string) uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if h := c.held[holdID{full, owner}]; h != nil {
-		return h.seq
+// appendOwnerToken writes a fresh owner token after label to b.
+func appendOwnerToken(b *strings.Builder, label string) {
+	var random [ownerTokenBytes]byte
+	_, _ = rand.Read(random[:]) // crypto/rand.Read never returns an error (Go ≥ 1.24).
+	if label != "" {
+		b.WriteString(label)
+		b.WriteByte(display.LabelSep)
 	}
-	return 0
-}
-
-// forget removes an unlocked lease from its hold; the watchdog stops renewing a hold with no
-// lease left.
-func (c *Client) forget(l *Lease) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	h := l.hold
-	if !h.remove(l) || len(h.leases) > 0 {
-		return
-	}
-	if c.held[h.id] == h {
-		delete(c.held, h.id)
-	}
-}
-
-// loseKey ends every lease of this Client on the backend key full with ErrLockLost.
-func (c *Client) loseKey(full string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for id, h := range c.held {
-		if id.key == full {
-			delete(c.held, id)
-			h.lose(LostForced)
-		}
-	}
-}
-
-// closedErr returns ErrClosed for an error that came from the Close of the Client rather than from
-// the caller's ctx or the backend, and err otherwise.
-func (c *Client) closedErr(ctx context.Context, err error) error {
-	if c.ctx.Err() != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
-		return ErrClosed
-	}
-	return err
+	var h [2 * ownerTokenBytes]byte
+	hex.Encode(h[:], random[:])
+	b.Write(h[:])
 }

@@ -2,8 +2,8 @@ package locker
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,19 +92,14 @@ func (l *Lease) Token() uint64 {
 }
 
 // Context returns the lease's context: do the work under the lock with it, and stop when it
-// ends. It carries the values of the ctx passed to Lock (trace data, say) and the ownership of
-// this lock: Lock or TryLock on this key with this context, or one derived from it, re-enters
-// the lock instead of waiting for it.
-//
-// It does not inherit the deadline or the cancellation of Lock's ctx, which bound the wait only.
-// It ends when this Lease is unlocked (cause context.Canceled), when the hold is lost or may
-// have been (cause ErrLockLost: the watchdog found it gone, or renewals failed until the lease
-// may have expired on the backend by the local clock, with a safety margin; for a fixed lease,
-// just before it expires, which is also its Deadline), or when the Client is closed (cause
-// ErrClosed). Read the cause with context.Cause. To stop the work also when a request's ctx
-// ends, derive a context from this one and cancel it with context.AfterFunc(requestCtx, cancel).
-//
-// On a nil Lease it returns a context that has already ended, with cause ErrNotHeld.
+// ends. It carries the values of Lock's ctx (trace data) and the ownership of this lock: Lock on
+// this key with it, or with a context derived from it, re-enters. It does not inherit the
+// deadline or cancellation of Lock's ctx. It ends, with a cause for context.Cause, at Unlock
+// (context.Canceled), when the hold is lost or may have been (ErrLockLost: found gone, renewals
+// failed until the lease may have expired by the local clock, or a fixed lease's end, which is
+// also its Deadline), or at Close (ErrClosed). To stop the work when a request's ctx ends too,
+// cancel a derived context with context.AfterFunc(requestCtx, cancel). On a nil Lease it
+// returns a context that has ended, with cause ErrNotHeld. Details: docs/guarantees.md, item 3.
 func (l *Lease) Context() context.Context {
 	if l == nil {
 		return notHeldContext
@@ -210,63 +205,6 @@ var notHeldContext = func() context.Context {
 	return ctx
 }()
 
-// Unlock releases this hold: the owner's hold count drops by one, and at zero the lock is free
-// and waiters are woken. It ends the lease's context first, so work derived from it stops before
-// another owner can get the lock. It takes one round trip; all of it is bounded by
-// WithUnlockTimeout (default 5s), whatever the driver does. Close does not cut it short.
-//
-// When other Lock calls of the same Client wait for the key (and nobody waits elsewhere), the
-// last hold's Unlock hands the key to the next of them instead, on a backend that implements
-// HandOffer (every one of this module but the quorum): that call returns its Lease at once,
-// while Unlock's round trip passes the hold from the one owner to the other, the key staying
-// held throughout (see locker.HandOffer). A Lease obtained so is renewed, and re-entered or
-// unlocked, once that round trip is confirmed; should it fail, the Lease is lost (its context
-// ends with ErrLockLost) within the old lease's validity.
-//
-// A release whose reply was lost is sent again with the same request ID, so that it never
-// removes two holds: up to 3 attempts, 50ms and 100ms apart, while the backend is unavailable.
-//
-// A second Unlock of the same Lease returns an error wrapping ErrNotHeld without contacting the
-// backend. When the backend no longer had the hold (it expired or was forced away), Unlock
-// returns an error wrapping ErrNotHeld too: mutual exclusion may have been violated. Unlock
-// works after the Client was closed, as long as the backend still works.
-func (l *Lease) Unlock() error {
-	if l == nil {
-		return display.Errorf("locker: unlock of a nil Lease: %w", ErrNotHeld)
-	}
-	if !l.unlocked.CompareAndSwap(false, true) {
-		return display.Errorf("locker: unlock %s: already unlocked: %w", display.Key(l.key), ErrNotHeld)
-	}
-	l.end(nil)
-	// The release keeps the values of the lease's context (tracing) but not its end: l.values is
-	// the parent of l.ctx, without cancellation (context.WithoutCancel, with no allocation), and
-	// l.unlocking is WithTimeout of it, in the Lease's allocation.
-	l.unlocking.start(&l.values, l.unlockTimeout)
-	ctx := context.Context(&l.unlocking)
-	l.client.awaitHandOff(ctx, l.hold) // the release must not overtake the hand-off that gave l
-	var err error
-	if g := l.client.offerHandOff(l); g != nil {
-		l.passTurn() // the next local waiter claims g and goes on at once
-		err = l.client.handOff(ctx, l, g)
-	} else {
-		l.client.forget(l)
-		err = l.client.release(ctx, l.fullKey, l.owner, l.releaseID, l.shared, l.fresh)
-		l.passTurn() // after the release: the next local waiter tries at once
-	}
-	timedOut := ctx.Err() != nil
-	l.unlocking.stop()
-	switch {
-	case err != nil && timedOut:
-		err = display.Errorf("locker: unlock %s: no answer within %v (WithUnlockTimeout); the hold may stay until its lease runs out: %w", display.Key(l.key), l.unlockTimeout, err)
-	case err != nil:
-		err = display.Errorf("locker: unlock %s: %w", display.Key(l.key), err)
-	}
-	if obs := l.client.cfg.obs; obs != nil {
-		l.observeUnlock(obs, err)
-	}
-	return err
-}
-
 // end ends the lease's context with cause (nil: context.Canceled, for Unlock). A lost or closed
 // lease passes its turn on, since no Unlock may ever come.
 func (l *Lease) end(cause error) {
@@ -292,77 +230,259 @@ func (l *Lease) end(cause error) {
 // passTurn hands the lease's local turn to the next waiting Lock, once.
 func (l *Lease) passTurn() {
 	if l.turn != nil && l.passed.CompareAndSwap(false, true) {
-		l.client.leaveTurn(l.fullKey, l.turn, true)
+		l.client.turns.leave(l.fullKey, l.turn, true)
 	}
 }
 
-// releaseAttempts is how many times Unlock sends a release while the backend is unavailable.
-const releaseAttempts = 3
-
-// release removes one hold of owner on full (a shared one when shared), with request ID id (a
-// fresh one when ""), sending the request again with the same ID while the backend is
-// unavailable; ctx is Unlock's, whose deadline bounds every send and every wait for a reply. A
-// driver may send a release again unseen (go-redis after a network error), and only the
-// request's marker then tells that the first send released the hold. For a fresh owner (fresh),
-// the marker of its last release need only live while a reply may be read:
-// ReleaseRequest.ReplyWindow is the time left until ctx's deadline, measured before the first
-// send (the server starts the marker's life later).
-func (c *Client) release(ctx context.Context, full, owner, id string, shared, fresh bool) error {
-	if id == "" {
-		id = c.ids.next()
-	}
-	req := ReleaseRequest{Key: full, Owner: owner, ID: id, Shared: shared}
-	if fresh {
-		req.Fresh, req.ReplyWindow = true, replyWindow(ctx)
-	}
-	return c.releaseWhileUnavailable(ctx, req, releaseAttempts, nil)
-}
-
-// replyWindow is the time left until ctx's deadline, rounded up to whole milliseconds, at least
-// one and at most RequestWindow (as long as any marker: also when ctx has no deadline).
-func replyWindow(ctx context.Context) time.Duration {
-	d, ok := ctx.Deadline()
-	if !ok {
-		return RequestWindow
-	}
-	left := time.Until(d)
-	if r := left % time.Millisecond; r > 0 {
-		left += time.Millisecond - r
-	}
-	return min(max(left, time.Millisecond), RequestWindow)
-}
-
-// releaseWhileUnavailable sends req while the backend is unavailable, as whileUnavailable says.
-// Sending req again is safe: it carries a request ID, so a copy whose first send took effect
-// changes nothing.
-func (c *Client) releaseWhileUnavailable(ctx context.Context, req ReleaseRequest, attempts int, stop <-chan struct{}) error {
-	return c.whileUnavailable(ctx, attempts, stop, func() error {
-		_, err := c.backend.Release(ctx, req)
-		return err
-	})
-}
-
-// whileUnavailable calls send until it returns anything but an error wrapping ErrUnavailable, at
-// most attempts times (0: until ctx ends or stop is closed), 50ms apart, then twice as long each
-// time up to maxUnavailableWait, and returns the last error. send must be safe to repeat (a
-// request with an ID, a hand-off).
-func (c *Client) whileUnavailable(ctx context.Context, attempts int, stop <-chan struct{}, send func() error) error {
-	wait := 50 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		err := send()
-		if !errors.Is(err, ErrUnavailable) || attempt == attempts {
-			return err
+// lose reports the loss of the lease (once) to the Observer, then ends its context with
+// ErrLockLost: whoever wakes at its end finds the loss reported. Client.mu is held.
+func (l *Lease) lose(why LostCause) {
+	if !l.lost {
+		l.lost = true
+		if o := l.client.cfg.obs; o != nil && o.Lost != nil {
+			o.Lost(l.Context(), LostEvent{Lease: l, Cause: why, Held: sinceEpoch() - l.granted})
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-stop:
-			t.Stop()
-			return err
-		}
-		wait = min(2*wait, maxUnavailableWait)
 	}
+	l.end(ErrLockLost)
+}
+
+// ownershipKey is the context key under which a Lease's context carries its ownership.
+type ownershipKey struct{}
+
+// carrierOf returns the innermost lease whose context ctx is or derives from that holds key (the
+// full key, prefix included), or nil. Every lease context adds one link to the chain of its
+// parent context, so a context derived from several leases carries the ownership of all of them.
+func carrierOf(ctx context.Context, key string) *Lease {
+	l, _ := ctx.Value(ownershipKey{}).(*Lease)
+	for ; l != nil; l = l.outer {
+		if l.fullKey == key {
+			return l
+		}
+	}
+	return nil
+}
+
+// outerLease returns the innermost lease that ctx carries, or nil.
+func outerLease(ctx context.Context) *Lease {
+	l, _ := ctx.Value(ownershipKey{}).(*Lease)
+	return l
+}
+
+// unlockCtx is the context of an Unlock's backend calls: the values of the lease's context
+// (tracing), without its end, ending at the deadline that WithUnlockTimeout sets, or when Unlock
+// is done (context.Canceled). It is context.WithTimeout(&l.values, timeout) in the Lease's own
+// allocation: its Done channel and timer are made only when a call asks for Done (a driver that
+// watches ctx, or rediscore.Interruptible), three allocations instead of five.
+type unlockCtx struct {
+	values   *leaseValues
+	deadline time.Time
+
+	mu     sync.Mutex
+	done   chan struct{} // made by the first call of Done
+	closed bool          // done is closed
+	timer  *time.Timer   // closes done at the deadline; made with done
+	err    error         // nil until it ends: context.DeadlineExceeded or context.Canceled
+}
+
+// start sets the deadline timeout from now.
+func (u *unlockCtx) start(values *leaseValues, timeout time.Duration) {
+	u.values, u.deadline = values, time.Now().Add(timeout)
+}
+
+func (u *unlockCtx) Deadline() (time.Time, bool) { return u.deadline, true }
+
+func (u *unlockCtx) Done() <-chan struct{} {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.done == nil {
+		u.done = make(chan struct{})
+		if u.err == nil && !time.Now().Before(u.deadline) {
+			u.err = context.DeadlineExceeded
+		}
+		if u.err != nil {
+			u.closed = true
+			close(u.done)
+		} else {
+			u.timer = time.AfterFunc(time.Until(u.deadline), u.expire)
+		}
+	}
+	return u.done
+}
+
+// Err returns nil until the context ends; it ends at the deadline whether or not Done was asked
+// for, and Done is closed (once made) before Err returns an error.
+func (u *unlockCtx) Err() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.err == nil && !time.Now().Before(u.deadline) {
+		u.end(context.DeadlineExceeded)
+	}
+	return u.err
+}
+
+func (u *unlockCtx) Value(key any) any { return u.values.Value(key) }
+
+func (u *unlockCtx) String() string { return "locker.Lease.Unlock" }
+
+// expire ends the context at its deadline (the timer's).
+func (u *unlockCtx) expire() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.end(context.DeadlineExceeded)
+}
+
+// stop ends the context with context.Canceled, if it has not ended, when Unlock is done (as
+// WithTimeout's cancel does), so that a driver's call still under way gives up.
+func (u *unlockCtx) stop() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.end(context.Canceled)
+}
+
+// end ends the context with err, unless it has ended. u.mu is held.
+func (u *unlockCtx) end(err error) {
+	if u.err == nil {
+		u.err = err
+	}
+	if u.done != nil && !u.closed {
+		u.closed = true
+		close(u.done)
+	}
+	if u.timer != nil {
+		u.timer.Stop()
+	}
+}
+
+// holdID names what the backend stores: an owner's holds on a key.
+type holdID struct{ key, owner string }
+
+// A hold is the Client's record of one (key, owner) pair it holds leases of: the leases, and
+// what the Client knows of the lease on the backend. All fields are guarded by Client.mu.
+type hold struct {
+	id       holdID
+	leases   []*Lease
+	first    [2]*Lease     // the backing of leases while it is short: most holds are 1 or 2 deep
+	renewing int           // how many of leases want renewal
+	renewTTL time.Duration // the TTL renewals send: that of the latest renewed lease
+	seq      uint64        // Client.seq at the latest confirmation
+
+	// validUntil is when the backend's lease may have run out, by the local monotonic clock,
+	// less a safety margin: the leases' contexts end then unless a renewal moved it.
+	validUntil time.Time
+	// renewAt is when a third of the current lease has passed; retryAt, after a renewal whose
+	// outcome was unknown, when to try again.
+	renewAt, retryAt time.Time
+
+	// gift, while not nil, is the local hand-off that gave the hold, not yet confirmed by the
+	// backend: the hold is not renewed, and validUntil is the giver's (see gift).
+	gift *gift
+}
+
+func (h *hold) add(l *Lease) {
+	if h.leases == nil {
+		h.leases = h.first[:0]
+	}
+	h.leases = append(h.leases, l)
+	if l.renew {
+		h.renewing++
+		h.renewTTL = l.ttl
+	}
+}
+
+// remove drops l from the hold and reports whether it was there.
+func (h *hold) remove(l *Lease) bool {
+	for i, x := range h.leases {
+		if x == l {
+			h.leases = slices.Delete(h.leases, i, i+1)
+			if l.renew {
+				h.renewing--
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// confirm records that an operation sent at sent set the backend's lease to ttl. seq is the
+// hold's seq when the operation started (0 if there was no hold). If another operation was
+// confirmed meanwhile, the two raced on the backend and either may have been applied last, so
+// the hold keeps the earlier of the two expiries.
+func (h *hold) confirm(seq, next uint64, sent time.Time, ttl time.Duration) {
+	until, renew := validUntil(sent, ttl), sent.Add(ttl/3)
+	if h.seq == seq || h.validUntil.IsZero() {
+		h.validUntil, h.renewAt = until, renew
+	} else {
+		if until.Before(h.validUntil) {
+			h.validUntil = until
+		}
+		if renew.Before(h.renewAt) {
+			h.renewAt = renew
+		}
+	}
+	h.seq = next
+	h.retryAt = time.Time{}
+}
+
+// dropUpTo removes the leases registered at or before seq (Lease.seq) and ends their contexts
+// with ErrLockLost, reporting why: the backend showed that the owner's holds were gone after they
+// were taken. Leases registered later were granted after that and stay.
+func (h *hold) dropUpTo(seq uint64, why LostCause) {
+	kept := h.leases[:0]
+	for _, l := range h.leases {
+		if l.seq > seq {
+			kept = append(kept, l)
+			continue
+		}
+		if l.renew {
+			h.renewing--
+		}
+		l.lose(why)
+	}
+	clear(h.leases[len(kept):])
+	h.leases = kept
+}
+
+// end ends the context of every lease of the hold with cause.
+func (h *hold) end(cause error) {
+	for _, l := range h.leases {
+		l.end(cause)
+	}
+}
+
+// lose ends every lease of the hold with ErrLockLost, reporting why.
+func (h *hold) lose(why LostCause) {
+	for _, l := range h.leases {
+		l.lose(why)
+	}
+}
+
+// renewable reports whether the watchdog should renew the hold at now: it has leases that want
+// renewal and a sixth of its lease or less remains before renewAt (so that holds acquired at
+// nearby times share one round trip), no failed renewal asks it to wait, and no hand-off that
+// gave it awaits confirmation.
+func (h *hold) renewable(now time.Time) bool {
+	return h.renewing > 0 && h.gift == nil && !now.Before(h.renewAt.Add(-h.renewTTL/6)) && !now.Before(h.retryAt)
+}
+
+// due returns when the watchdog must next look at the hold: when it may expire, or, if renewals
+// are not paused, when it must be renewed.
+func (h *hold) due(renewals bool) time.Time {
+	t := h.validUntil
+	if renewals && h.renewing > 0 && h.gift == nil {
+		r := h.renewAt
+		if h.retryAt.After(r) {
+			r = h.retryAt
+		}
+		if r.Before(t) {
+			t = r
+		}
+	}
+	return t
+}
+
+// validUntil returns until when a lease of ttl set by an operation sent at sent is surely still
+// on the backend by the local clock: sent + ttl less a safety margin of 1% + 2ms for clock drift
+// between client and server (at most a third of ttl).
+func validUntil(sent time.Time, ttl time.Duration) time.Time {
+	return sent.Add(ttl - min(ttl/100+2*time.Millisecond, ttl/3))
 }

@@ -33,35 +33,17 @@ import (
 	"github.com/hashlock/locker/internal/display"
 )
 
-// Locker is the contract between the [Client] and a storage backend. Every method is one atomic
-// step on the backend (one round trip for a network backend) and must be safe for concurrent use.
-//
-// A lock is identified by its key. It is held by at most one owner at a time; that owner has a
-// hold count of one or more and the key has a lease: the time left before the backend forgets the
-// lock by itself. A key that is not held does not exist on the backend.
-//
-// Durations are whole milliseconds on the backend: an implementation rounds a TTL up to the next
-// millisecond (1.2ms becomes 2ms) and never passes nanoseconds to a store that expects
-// milliseconds. Keys and owners are arbitrary non-empty byte strings; the Client validates them
-// before any call.
-//
-// A key may hold something that is not a lock (another type of value, or, on Redis, a hash
-// without the lock's marker field, or a companion key of the lock — its fencing counter or a
-// request marker — that holds anything but a number): every method leaves such a key exactly as
-// it is. Acquire, Release, Inspect and ForceRelease then return an error wrapping
-// ErrNotALock; Renew reports the entry as not held.
-//
-// Errors: an implementation returns ErrNotHeld (or an error wrapping it) where a method says so,
-// the ctx error when ctx ends first, an error wrapping ErrUnavailable when the store could not
-// be reached or is briefly unable to answer (connection refused or broken, a server loading its
-// data or failing over), which the Client retries, and any other error for a failure it does not
-// expect to pass (a permission error, say). Only a call that ended with an error wrapping
-// none of ErrNotHeld, ErrInvalid and ErrNotALock may have taken effect. It never blocks past
-// ctx, and a call whose ctx has no deadline still ends (the Client's Unlock passes one): a
-// network backend bounds it with I/O timeouts of its own.
-//
-// The conformance package checks an implementation against this contract; a behaviour it does
-// not check is not guaranteed.
+// Locker is the contract between the [Client] and a storage backend: an atomic, leased,
+// reentrant lock per key. Every method is one atomic step on the backend (one round trip for a
+// network backend), is safe for concurrent use and never blocks past ctx. A lock is held by at
+// most one owner, with a hold count and a lease; a key that is not held does not exist on the
+// backend, and a key that holds anything else is left as it is (Acquire, Release, Inspect and
+// ForceRelease return an error wrapping ErrNotALock; Renew reports it not held). Errors wrap
+// ErrNotHeld where a method says so, ErrUnavailable when the store cannot answer for now (the
+// Client retries), or ctx's error; only a call that failed with none of ErrNotHeld, ErrInvalid
+// and ErrNotALock may have taken effect. Durations are whole milliseconds, rounded up. The
+// conformance package checks an implementation: what it does not check is not guaranteed. The
+// contract in full: docs/guarantees.md, "The backend contract".
 type Locker interface {
 	// Acquire creates the lock on req.Key for req.Owner with a lease of req.TTL, or, when the
 	// owner already holds it, adds one hold and resets the owner's lease (re-entry). It reports the
@@ -111,42 +93,17 @@ type Locker interface {
 	Subscribe(ctx context.Context, key string) (notices <-chan struct{}, cancel func(), err error)
 }
 
-// KindLocker is implemented by a [Locker] that, besides exclusive locks, has shared (read) holds
-// and a wait queue per key, for Client.RLock and WithFair. The Client uses those only on a
-// KindLocker; on any other backend they return an error wrapping errors.ErrUnsupported. All
-// backends of this module but backend/quorum implement it.
+// KindLocker is implemented by a [Locker] that also has shared (read) holds and a wait queue per
+// key, for Client.RLock and WithFair; on another backend those return an error wrapping
+// errors.ErrUnsupported. Every backend of this module but backend/quorum implements it.
 //
-// A key is free, held exclusively by one owner (as Locker describes), or held in shared mode by
-// one or more owners, each with a hold count and a lease of its own: an owner's acquires and
-// renewals set its lease only, never another reader's, and its holds end when its lease does
-// (or at its release, or a forced one). A hold whose lease has ended counts for nothing, whether
-// or not anything wrote to the key since: not for admission, re-entry, renewal, release or
-// Inspect. The key is held while any holder's lease runs, and its remaining lease (a refusal's
-// Acquisition.TTL, State.TTL) is the longest of them. A KindLocker grants, besides what
-// Locker.Acquire grants:
-//
-//   - a shared hold to an owner that holds the key in shared mode (re-entry), or exclusively
-//     (downgrade: the owner keeps both; when its last exclusive hold is released its shared
-//     holds remain, and the key passes to shared mode), whatever the queue;
-//   - a new shared hold on a free key or a key in shared mode, and a new exclusive hold on a
-//     free key, when the key's wait queue admits it.
-//
-// The queue admits a request by the live entries ahead of Owner's own entry (when Owner has
-// none, every live entry is ahead): a fair request when none is ahead but, for a shared one,
-// readers' entries; a plain (not fair) request when no entry of the other kind is ahead — a
-// reader when no writer's, a writer when no reader's. A plain exclusive request without Wait
-// does not consult the queue. Readers and writers thus take turns, as with sync.RWMutex: once a
-// writer waits, readers that come after it wait behind it, and once readers wait, writers that
-// come after them wait too; the head of the queue waits for nobody in it.
-//
-// An exclusive request of an owner that holds the key only in shared mode (an upgrade, which
-// would deadlock against another reader) changes nothing and returns an error wrapping
-// ErrUpgrade. Fencing tokens advance only with new exclusive holds; a shared hold reports the
-// latest token. A release to zero of a key, a passage to shared mode and the removal of a queue
-// entry that others were behind send a release notice. Queue entries end when granted (a plain
-// exclusive request without Wait, which need not read the queue, may leave its owner's entry in
-// place), at Dequeue, or Wait after they were last refreshed: a waiter that dies blocks those
-// behind it for at most its Wait.
+// A key is free, held exclusively by one owner, or held shared by one or more owners, each with a
+// hold count and a lease of its own that only its own calls set; a hold whose lease has ended
+// counts for nothing. The queue makes readers and writers take turns as with sync.RWMutex, and
+// fair requests go in their order of arrival. An upgrade (an exclusive request of an owner that
+// holds the key only shared) changes nothing and returns an error wrapping ErrUpgrade. Queue
+// entries end when granted, at Dequeue, or Wait after their last refresh. The admission rules,
+// notices and fencing of shared holds: docs/guarantees.md, "The backend contract".
 type KindLocker interface {
 	Locker
 	// Dequeue removes owner's entry from key's wait queue, if there is one (a waiter that gives
@@ -319,18 +276,15 @@ type ReleaseRequest struct {
 	Undo bool
 
 	// Fresh says that Owner is a fresh owner (AcquireRequest.Fresh): it held nothing on Key
-	// before the Acquire that gave it its first hold, and never takes a new lock on Key once its
-	// holds are gone (the Client's random tokens: a re-entry never takes a new lock). With Undo,
-	// it is the Fresh of the Acquire taken back. Without Undo, a release that removes Owner's
-	// last hold then need not remember its ID beyond ReplyWindow (0: not at all; on Redis: no
-	// marker key): sent again later, it finds Owner holding nothing, changes nothing and returns
-	// an error wrapping ErrNotHeld (a backend that remembers it anyway reports the first outcome,
-	// 0, as for any ID). A release that leaves Owner holds (of a re-entered or shared lock) is
-	// remembered as any other. The Client sets it where it ignores the answer (take-backs, and
-	// giving back a hold it will not hand out), and on the release of an Unlock of a lease with a
-	// fresh owner (a plain Lock's, not a re-entry's), together with ReplyWindow: a driver may
-	// send that release again unseen while the Unlock waits for its reply, and without a marker
-	// the Unlock could not tell that ErrNotHeld from a hold forced away. Default false.
+	// before the Acquire that gave it its first hold, and never takes a new lock once its holds
+	// are gone. With Undo, it is the Fresh of the Acquire taken back. Without Undo, a release
+	// that removes Owner's last hold need not remember its ID beyond ReplyWindow (0: not at all;
+	// on Redis: no marker key): sent again later, it finds nothing, changes nothing and returns
+	// an error wrapping ErrNotHeld. A release that leaves Owner holds is remembered as any
+	// other. The Client sets it on take-backs, on giving back a hold it will not hand out, and,
+	// with ReplyWindow, on the release of an Unlock of a plain Lock's lease (a driver may send it
+	// again unseen; without a marker the Unlock could not tell that ErrNotHeld from a hold
+	// forced away). Default false.
 	Fresh bool
 
 	// ReplyWindow, with Fresh and an ID and without Undo, is how long the backend remembers the

@@ -10,27 +10,24 @@ import (
 )
 
 // An Observer is told what a Client does with locks, for metrics, traces and logs (the otel
-// module, github.com/hashlock/locker/otel, builds OpenTelemetry metrics and spans on it). Set
-// it with WithObserver. Each field may be nil: that event is then not reported. Default: no
-// Observer, and a Client without one does no work and no allocation for it.
-//
-// The funcs are called synchronously: Lock at the return of every Lock, TryLock, RLock and
-// TryRLock call, Unlock at the return of every Unlock that releases a hold (not a second Unlock
-// of the same Lease), Renew after every renewal round trip of the watchdog, and Lost when a
-// Lease's hold is lost (once per Lease), just before its context ends with ErrLockLost (a fixed
-// lease's context may have ended at its deadline already). Lost is called while the
-// Client's internal lock is held: every func must be quick, safe for concurrent use, and must
-// not call the Client or Unlock. ctx is the call's ctx for Lock, the Lease's context for Unlock
-// and Lost (it carries the values of Lock's ctx: trace data), and context.Background for Renew.
-// Events carry no owner token, but a Lease's Owner method returns it: do not record it.
+// module, github.com/hashlock/locker/otel, builds OpenTelemetry metrics and spans on it). Set it
+// with WithObserver; each field may be nil. Default: none, and a Client without one does no work
+// and no allocation for it. The funcs are called synchronously, each at the event its field's
+// doc names; Lost while the Client's internal lock is held. So every func must be quick, safe for
+// concurrent use, and must not call the Client or Unlock. ctx is the call's ctx for Lock, the
+// Lease's context for Unlock and Lost (it carries Lock's ctx's values: trace data), and
+// context.Background for Renew. Events carry no owner token, but Lease.Owner returns it: do
+// not record it.
 type Observer struct {
 	// Lock is called at the return of every Lock, TryLock, RLock and TryRLock. Default nil.
 	Lock func(ctx context.Context, e LockEvent)
-	// Unlock is called at the return of every Unlock that releases a hold. Default nil.
+	// Unlock is called at the return of every Unlock that releases a hold (not a second Unlock
+	// of the same Lease). Default nil.
 	Unlock func(ctx context.Context, e UnlockEvent)
 	// Renew is called after every renewal round trip of the watchdog. Default nil.
 	Renew func(ctx context.Context, e RenewEvent)
-	// Lost is called once per lost Lease, before its context ends. Default nil.
+	// Lost is called once per lost Lease, just before its context ends with ErrLockLost (a fixed
+	// lease's may have ended at its deadline already), with the Client's lock held. Default nil.
 	Lost func(ctx context.Context, e LostEvent)
 }
 
@@ -151,42 +148,6 @@ func (c LostCause) String() string {
 	return "unknown"
 }
 
-// WithObserver makes the Client report its lock calls, unlocks, renewals and lost leases to o
-// (see Observer). Given more than once, every Observer is called, in order. It applies to the
-// Client (in New); given to a single call, it is ignored. Default: none.
-func WithObserver(o Observer) Option {
-	return func(c *config) { c.obs = c.obs.join(o, nil) }
-}
-
-// WithLogger makes the Client write log/slog records, at level Warn, of lost leases (the key,
-// the owner as Lease.String shows it, without its secret part, the cause and the time held),
-// of renewals that failed, of release-notice subscriptions that failed (once per Lock call
-// that waits: it then waits on timers), and of a Lock that found the backend unavailable and
-// tries again (once per run of failures; see WithUnavailableTimeout). Keys over 64 bytes are cut. A nil logger writes
-// nothing. It applies to the Client (in New); given to a single call, it is ignored. Default: no
-// records.
-func WithLogger(l *slog.Logger) Option {
-	return func(c *config) {
-		if l == nil {
-			return
-		}
-		c.obs = c.obs.join(Observer{
-			Lost: func(ctx context.Context, e LostEvent) {
-				l.LogAttrs(ctx, slog.LevelWarn, "locker: lease lost",
-					slog.String("key", logKey(e.Lease.Key())), slog.String("owner", display.Owner(e.Lease.Owner())),
-					slog.Bool("shared", e.Lease.Shared()), slog.String("cause", e.Cause.String()), slog.Duration("held", e.Held))
-			},
-			Renew: func(ctx context.Context, e RenewEvent) {
-				if e.Failed == 0 {
-					return
-				}
-				l.LogAttrs(ctx, slog.LevelWarn, "locker: renewal failed",
-					slog.Int("holds", e.Holds), slog.Int("failed", e.Failed), slog.Duration("duration", e.Duration), slog.Any("error", e.Err))
-			},
-		}, l)
-	}
-}
-
 // observers is what WithObserver and WithLogger set: the Observers, joined, and the logger. A
 // config holds it by pointer (a Lock call copies its config: one word, nil when unused); it is
 // never changed once made.
@@ -222,36 +183,6 @@ func both[E any](f, g func(context.Context, E)) func(context.Context, E) {
 	return func(ctx context.Context, e E) { f(ctx, e); g(ctx, e) }
 }
 
-// obtainObserved is obtain, reported to the Client's Observer when it has one.
-func (c *Client) obtainObserved(ctx context.Context, key string, opts []Option, wait, shared bool) (*Lease, error) {
-	o := c.cfg.obs
-	if o == nil || o.Lock == nil {
-		return c.obtain(ctx, key, opts, wait, shared)
-	}
-	start := time.Now()
-	l, err := c.obtain(ctx, key, opts, wait, shared)
-	e := LockEvent{Key: key, Shared: shared, Try: !wait, Wait: time.Since(start), Lease: l, Err: err}
-	switch {
-	case err == nil && l.holds > 1:
-		e.Outcome = Reentered
-	case err == nil:
-		e.Outcome = Acquired
-	case errors.Is(err, ErrLockLost):
-		e.Outcome = Failed // a re-entry into a lost hold (through a lease's ended context too)
-	case errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		e.Outcome = Canceled
-	case refusedOnly(err):
-		e.Outcome = NotObtained
-	default:
-		e.Outcome = Failed
-	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	o.Lock(ctx, e)
-	return l, err
-}
-
 // epoch is the origin of sinceEpoch.
 var epoch = time.Now()
 
@@ -265,72 +196,27 @@ func refusedOnly(err error) bool {
 	return errors.As(err, &refused) && refused.Err == nil
 }
 
-// observeUnlock reports l's Unlock, which returns err.
-func (l *Lease) observeUnlock(o *observers, err error) {
-	if o.Unlock != nil {
-		o.Unlock(l.Context(), UnlockEvent{Lease: l, Held: sinceEpoch() - l.granted, Lost: l.lost, Err: err})
-	}
-}
-
-// lose reports the loss of the lease (once) to the Observer, then ends its context with
-// ErrLockLost: whoever wakes at its end finds the loss reported. Client.mu is held.
-func (l *Lease) lose(why LostCause) {
-	if !l.lost {
-		l.lost = true
-		if o := l.client.cfg.obs; o != nil && o.Lost != nil {
-			o.Lost(l.Context(), LostEvent{Lease: l, Cause: why, Held: sinceEpoch() - l.granted})
-		}
-	}
-	l.end(ErrLockLost)
-}
-
-// lose ends every lease of the hold with ErrLockLost, reporting why.
-func (h *hold) lose(why LostCause) {
-	for _, l := range h.leases {
-		l.lose(why)
-	}
-}
-
-// observeRenew reports a renewal round trip of batch that took d and returned errs.
-func (c *Client) observeRenew(o *observers, batch []Renewal, errs []error, d time.Duration) {
-	e := RenewEvent{Holds: len(batch), Duration: d}
-	for i := range batch {
-		switch err := renewalErr(errs, len(batch), i); {
-		case err == nil:
-			e.Renewed++
-		case errors.Is(err, ErrNotHeld):
-			e.Gone++
-		default:
-			e.Failed++
-			if e.Err == nil {
-				e.Err = err
-			}
-		}
-	}
-	o.Renew(context.Background(), e)
-}
-
 // logSubscribe writes the record of a release-notice subscription on key that failed with err,
-// when the Client has a logger and the failure is worth one.
-func (c *Client) logSubscribe(ctx context.Context, key string, err error) {
-	if c.cfg.obs == nil || c.cfg.obs.log == nil || ctx.Err() != nil || errors.Is(err, errors.ErrUnsupported) {
+// when there is a logger and the failure is worth one. o may be nil.
+func (o *observers) logSubscribe(ctx context.Context, key string, err error) {
+	if o == nil || o.log == nil || ctx.Err() != nil || errors.Is(err, errors.ErrUnsupported) {
 		return
 	}
-	c.cfg.obs.log.LogAttrs(ctx, slog.LevelWarn, "locker: release notices unavailable, waiting on timers",
+	o.log.LogAttrs(ctx, slog.LevelWarn, "locker: release notices unavailable, waiting on timers",
 		slog.String("key", logKey(key)), slog.Any("error", err))
 }
 
-// logUnavailable logs, when the Client has a logger, that a Lock found the backend unavailable
-// and tries again for up to bound (0: while its ctx and retry strategy allow).
-func (c *Client) logUnavailable(ctx context.Context, key string, bound time.Duration, err error) {
-	if c.cfg.obs == nil || c.cfg.obs.log == nil {
+// logUnavailable logs, when there is a logger, that a Lock found the backend unavailable and
+// tries again for up to bound (0: while its ctx and retry strategy allow). o may be nil.
+func (o *observers) logUnavailable(ctx context.Context, key string, bound time.Duration, err error) {
+	if o == nil || o.log == nil {
 		return
 	}
 	until := slog.Duration("for", bound)
 	if bound == 0 {
 		until = slog.String("for", "as long as ctx and the retry strategy allow")
 	}
-	c.cfg.obs.log.LogAttrs(ctx, slog.LevelWarn, "locker: backend unavailable, trying again",
+	o.log.LogAttrs(ctx, slog.LevelWarn, "locker: backend unavailable, trying again",
 		slog.String("key", logKey(key)), until, slog.Any("error", err))
 }
 
@@ -340,4 +226,22 @@ func logKey(key string) string {
 		return key
 	}
 	return display.Key(key)
+}
+
+// logObserver is the Observer that WithLogger adds: it logs lost leases and failed renewals to l.
+func logObserver(l *slog.Logger) Observer {
+	return Observer{
+		Lost: func(ctx context.Context, e LostEvent) {
+			l.LogAttrs(ctx, slog.LevelWarn, "locker: lease lost",
+				slog.String("key", logKey(e.Lease.Key())), slog.String("owner", display.Owner(e.Lease.Owner())),
+				slog.Bool("shared", e.Lease.Shared()), slog.String("cause", e.Cause.String()), slog.Duration("held", e.Held))
+		},
+		Renew: func(ctx context.Context, e RenewEvent) {
+			if e.Failed == 0 {
+				return
+			}
+			l.LogAttrs(ctx, slog.LevelWarn, "locker: renewal failed",
+				slog.Int("holds", e.Holds), slog.Int("failed", e.Failed), slog.Duration("duration", e.Duration), slog.Any("error", e.Err))
+		},
+	}
 }

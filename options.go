@@ -1,6 +1,7 @@
 package locker
 
 import (
+	"log/slog"
 	"strings"
 	"time"
 	"unicode"
@@ -60,15 +61,8 @@ func defaultConfig() config {
 	return config{ttl: DefaultTTL, renew: true, retry: defaultRetry, unlock: DefaultUnlockTimeout, down: DefaultUnavailableTimeout}
 }
 
-// with returns a copy of c with opts applied.
-func (c config) with(opts []Option) config {
-	if len(opts) == 0 {
-		return c
-	}
-	return c.apply(opts)
-}
-
-// apply is with's loop, apart so that a call without options does not move c to the heap.
+// apply returns c with opts applied in order. A call without options skips it, so that its
+// config does not move to the heap.
 func (c config) apply(opts []Option) config {
 	for _, opt := range opts {
 		if opt == nil {
@@ -239,4 +233,27 @@ func WithUnavailableTimeout(d time.Duration) Option {
 // returns an error wrapping errors.ErrUnsupported. Default: off.
 func WithFair() Option {
 	return func(c *config) { c.fair = true }
+}
+
+// WithObserver makes the Client report its lock calls, unlocks, renewals and lost leases to o
+// (see Observer). Given more than once, every Observer is called, in order. It applies to the
+// Client (in New); given to a single call, it is ignored. Default: none.
+func WithObserver(o Observer) Option {
+	return func(c *config) { c.obs = c.obs.join(o, nil) }
+}
+
+// WithLogger makes the Client write log/slog records, at level Warn, of lost leases (the key,
+// the owner as Lease.String shows it, without its secret part, the cause and the time held),
+// of renewals that failed, of release-notice subscriptions that failed (once per Lock call
+// that waits: it then waits on timers), and of a Lock that found the backend unavailable and
+// tries again (once per run of failures; see WithUnavailableTimeout). Keys over 64 bytes are cut. A nil logger writes
+// nothing. It applies to the Client (in New); given to a single call, it is ignored. Default: no
+// records.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l == nil {
+			return
+		}
+		c.obs = c.obs.join(logObserver(l), l)
+	}
 }

@@ -1,7 +1,6 @@
 package locker
 
 import (
-	"context"
 	"time"
 )
 
@@ -12,115 +11,37 @@ import (
 // only while some call waits or holds through it: an uncontended Lock never makes one.
 type turn struct {
 	token chan struct{} // holds the token while no call has it
-	users int           // calls that hold or wait for the token; guarded by Client.turnMu
+	users int           // calls that hold or wait for the token; guarded by turnSet.mu
 
-	// Local hand-offs (handoff.go), guarded by Client.turnMu: the gift offered with the token,
+	// Local hand-offs (below), guarded by turnSet.mu: the gift offered with the token,
 	// the hand-offs made in a row, and whether the next Unlock must release (others wait).
 	gift  *gift
 	gifts int
 	yield bool
 }
 
-// queuedTurn returns the key's turn and joins it, if one exists (others wait or hold).
-func (c *Client) queuedTurn(key string) *turn {
-	c.turnMu.Lock()
-	defer c.turnMu.Unlock()
-	t := c.turns[key]
-	if t != nil {
-		t.users++
-	}
-	return t
-}
+// Local hand-offs. When a Lease that holds its key's local turn (see turn) is unlocked while
+// other Lock calls of the same Client wait in that turn, on a backend that is a HandOffer, Unlock
+// hands the key to the next of them instead of releasing it: that call claims the hand-off and
+// returns its Lease at once, while Unlock sends one HandOff (old owner out, new owner in), the
+// key staying held on the backend throughout. Until the HandOff is confirmed, the new Lease's
+// hold keeps the old hold's validity (so its context ends before the old lease may have expired
+// on the backend), is not renewed, and a re-entry or Unlock of it waits for the confirmation.
+// When the HandOff reports others waiting in the backend's queue (other Clients, readers), the
+// turn's next Unlock releases instead, so that they get the chance they get without hand-offs.
 
-// joinTurn joins the key's turn, making it (with its token free) if there is none.
-func (c *Client) joinTurn(key string) *turn {
-	c.turnMu.Lock()
-	defer c.turnMu.Unlock()
-	t := c.turns[key]
-	if t == nil {
-		t = &turn{token: make(chan struct{}, 1)}
-		t.token <- struct{}{}
-		c.turns[key] = t
-	}
-	t.users++
-	return t
-}
+// maxHandOffs bounds the hand-offs in a row on one turn, whatever the backend reports.
+const maxHandOffs = 64
 
-// leaveTurn leaves the key's turn, handing the token on when holding it.
-func (c *Client) leaveTurn(key string, t *turn, holding bool) {
-	if holding {
-		t.token <- struct{}{} // never blocks: only the holder puts the token back
-	}
-	c.turnMu.Lock()
-	defer c.turnMu.Unlock()
-	if t.users--; t.users == 0 && c.turns[key] == t {
-		delete(c.turns, key)
-	}
-	if g := t.gift; t.users == 0 && g != nil {
-		t.gift = nil
-		close(g.ready) // dropped: every waiter left before claiming it; the giver releases
-	}
-}
+// A gift is a hand-off offered by an Unlock to the next Lock call in its turn.
+type gift struct {
+	from       string        // the giver's owner token
+	validUntil time.Time     // the giver's validity: the taker's until the HandOff is confirmed
+	ready      chan struct{} // closed once claimed (to set), declined or dropped
+	done       chan struct{} // closed once the giver's backend call is over
 
-// takeTurn waits for the token. Waiting counts against the retry strategy as waiting for the
-// lock would: each of its waits that passes without the token is a retry, and when the strategy
-// gives up, so does the call. It returns the retries used. A call that must wait takes the
-// backend queue entry that its refusal left out first (in the background): a release would
-// grant it the key (Granter) while it does not listen. (An acquire whose outcome is unknown is
-// left alone: its Dequeue could come first; the call sends it again when its turn comes.)
-func (c *Client) takeTurn(ctx context.Context, r *request, t *turn) (int, error) {
-	select {
-	case <-t.token:
-		return 0, nil
-	default:
-	}
-	if r.grant > 0 && !r.pending {
-		c.dequeue(r)
-	}
-	var w waiter
-	defer w.stop()
-	for retries := 0; ; retries++ {
-		backoff, ok := r.cfg.retry.Backoff(retries)
-		if !ok {
-			return retries, &NotObtainedError{Key: r.key}
-		}
-		woken, _, err := w.wait(ctx, backoff, t.token, nil)
-		if woken {
-			return retries, nil
-		}
-		if err != nil {
-			return retries, &NotObtainedError{Key: r.key, Err: err} // obtain says ErrClosed at Close
-		}
-	}
-}
-
-// waiter is the timer of a Lock that waits for a wake-up (a release notice, the local turn),
-// its next try, or the end of its ctx, which also ends at Close (see callSet).
-type waiter struct{ timer *time.Timer }
-
-// wait waits for a value on wake or on grants (then woken, with the value of grants), for d,
-// or for ctx to end (then err). A nil channel is never ready.
-func (w *waiter) wait(ctx context.Context, d time.Duration, wake <-chan struct{}, grants <-chan string) (woken bool, grant string, err error) {
-	if w.timer == nil {
-		w.timer = time.NewTimer(max(d, 0))
-	} else {
-		w.timer.Reset(max(d, 0))
-	}
-	select {
-	case <-wake:
-		return true, "", nil
-	case grant = <-grants:
-		return true, grant, nil
-	case <-w.timer.C:
-		return false, "", nil
-	case <-ctx.Done():
-		return false, "", ctx.Err()
-	}
-}
-
-// stop releases the timer.
-func (w *waiter) stop() {
-	if w.timer != nil {
-		w.timer.Stop()
-	}
+	// Set by the taker before ready is closed.
+	to   string        // the taker's owner token; "" when declined or dropped
+	ttl  time.Duration // the taker's TTL
+	turn *turn         // the turn it was offered in
 }

@@ -3,45 +3,13 @@ package locker
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 )
 
-// The watchdog is one timer per Client, not a goroutine per lease. When it fires, a short-lived
-// goroutine (tick) ends the leases whose validity ran out and renews, in one Locker.Renew call,
-// every hold that is due or nearly due; then it sets the timer for the next due time. Only one
-// renewal is in flight at a time, but expiries are still enforced while it is.
-type watchdog struct {
-	timer    *time.Timer    // created on first use, inside the caller's synctest bubble if any
-	at       time.Time      // when the timer fires; zero when not armed
-	renewing bool           // a Renew call is in flight
-	ticks    sync.WaitGroup // running ticks, waited for by Close
-}
-
-// arm makes the timer fire at t or earlier. Client.mu is held.
-func (w *watchdog) arm(c *Client, t time.Time) {
-	if t.IsZero() || (!w.at.IsZero() && !t.Before(w.at)) {
-		return
-	}
-	w.at = t
-	d := time.Until(t)
-	if w.timer == nil {
-		w.timer = time.AfterFunc(d, c.tick)
-		return
-	}
-	w.timer.Reset(d)
-}
-
-// stop disarms the timer. Client.mu is held.
-func (w *watchdog) stop() {
-	if w.timer != nil {
-		w.timer.Stop()
-	}
-	w.at = time.Time{}
-}
-
-// wait waits for running ticks to finish. Client.mu is not held.
-func (w *watchdog) wait() { w.ticks.Wait() }
+// The watchdog's work, when its timer fires (see watchdog): a short-lived goroutine (tick) ends
+// the leases whose validity ran out and renews, in one Locker.Renew call, every hold that is due
+// or nearly due; then it sets the timer for the next due time. Only one renewal is in flight at
+// a time, but expiries are still enforced while it is.
 
 // tick is the watchdog's timer function.
 func (c *Client) tick() {
@@ -144,3 +112,31 @@ func renewalErr(errs []error, n, i int) error {
 
 // errUnknown stands for the outcome of a renewal that the backend did not report.
 var errUnknown = errors.New("locker: backend reported no outcome of a renewal")
+
+// loseUpTo drops the leases of h registered at or before seq (see hold.dropUpTo), and forgets h
+// when none is left. Client.mu is held.
+func (c *Client) loseUpTo(h *hold, seq uint64) {
+	h.dropUpTo(seq, LostGone)
+	if len(h.leases) == 0 && c.held[h.id] == h {
+		delete(c.held, h.id)
+	}
+}
+
+// observeRenew reports a renewal round trip of batch that took d and returned errs.
+func (c *Client) observeRenew(o *observers, batch []Renewal, errs []error, d time.Duration) {
+	e := RenewEvent{Holds: len(batch), Duration: d}
+	for i := range batch {
+		switch err := renewalErr(errs, len(batch), i); {
+		case err == nil:
+			e.Renewed++
+		case errors.Is(err, ErrNotHeld):
+			e.Gone++
+		default:
+			e.Failed++
+			if e.Err == nil {
+				e.Err = err
+			}
+		}
+	}
+	o.Renew(context.Background(), e)
+}

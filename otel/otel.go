@@ -115,23 +115,14 @@ type instruments struct {
 // minutes (OpenTelemetry's default ones are made for milliseconds).
 var secondsBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
-// NewObserver returns a locker.Observer, for locker.WithObserver, that records these
-// instruments (the histograms' unit is seconds):
-//
-//   - locker.lock.wait (histogram, s): the time of every lock call, from the call to its return;
-//     attributes locker.kind, locker.try, locker.outcome (and locker.key.label).
-//   - locker.lock.acquisitions (counter, {call}): lock calls, with the same attributes.
-//   - locker.lock.hold (histogram, s): the time from a lease's grant to its release by Unlock;
-//     locker.kind.
-//   - locker.leases.held (up-down counter, {lease}): leases granted and neither unlocked nor
-//     lost; locker.kind.
-//   - locker.leases.lost (counter, {lease}): leases lost; locker.kind, locker.lost.cause.
-//   - locker.renewal.duration (histogram, s): the watchdog's renewal round trips (one renews
-//     every due hold of the Client); no attributes.
-//   - locker.renewals (counter, {hold}): holds renewed, by locker.renewal.outcome.
-//
-// and spans of the lock calls that waited long (see WithSpanThreshold). It fails only when the
-// MeterProvider does.
+// NewObserver returns a locker.Observer, for locker.WithObserver, that records the time of every
+// lock call (locker.lock.wait, s) and their count (locker.lock.acquisitions), the time leases are
+// held (locker.lock.hold, s), leases held now and lost (locker.leases.held, locker.leases.lost,
+// by locker.lost.cause), and the watchdog's renewals (locker.renewal.duration, s;
+// locker.renewals by locker.renewal.outcome), with the attributes locker.kind, locker.try,
+// locker.outcome (and locker.key.label when asked); and spans of the lock calls that waited
+// long (see WithSpanThreshold). The table of instruments: docs/observability.md. It fails only
+// when the MeterProvider does.
 func NewObserver(opts ...Option) (locker.Observer, error) {
 	c := config{threshold: DefaultSpanThreshold}
 	for _, opt := range opts {

@@ -65,21 +65,13 @@ func (p *Proxy) Reset() {
 // client chunks forwarded, whatever they contain.
 func (p *Proxy) DropReplies(n int) { p.DropRepliesTo("", n) }
 
-// DropRepliesTo drops the replies to the next n chunks sent by clients (on
-// any connection) that contain substr; "" matches every chunk. It replaces
-// any earlier DropReplies or DropRepliesTo setting; n <= 0 cancels it, as
-// does Heal. The default is no drops.
-//
-// For each such chunk the proxy writes the chunk to the target, so the
-// server receives (and runs) the command, then waits until the first bytes
-// of the reply arrive on that connection (or the server closes it), at most
-// 2 seconds, throws away everything the server sends from then on, and
-// resets both sides of the connection as Reset does. The client gets an
-// error (ECONNRESET or EOF) and no byte of the reply.
-//
-// The match is made against the bytes of one chunk (see the package
-// documentation). A chunk thrown away by a black hole is never forwarded and
-// does not count.
+// DropRepliesTo drops the replies to the next n chunks sent by clients (on any connection) that
+// contain substr ("" matches every chunk); it replaces any earlier setting, and n <= 0 or Heal
+// cancels it. Default: no drops. The proxy forwards each such chunk, so the server runs the
+// command, waits (at most 2 seconds) for the first bytes of the reply or the server's close,
+// throws away everything the server sends from then on, and resets both sides as Reset does:
+// the client gets ECONNRESET or EOF and no byte of the reply. The match is made against one
+// chunk's bytes (see the package documentation); a chunk a black hole throws away never counts.
 func (p *Proxy) DropRepliesTo(substr string, n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

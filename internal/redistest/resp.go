@@ -29,22 +29,14 @@ const (
 	maxDepth    = 32
 )
 
-// Do sends one command to the Redis server at addr over a fresh TCP
-// connection and reads one RESP2 reply. It is a minimal client for tests that
-// need to talk to a server directly (SCRIPT FLUSH, DEBUG SLEEP, PTTL, CLUSTER
-// ...), not a driver: no pooling, no pipelining, no cluster redirection.
-//
-// Each argument is sent as a bulk string. The reply is decoded as:
-//
-//	simple string  -> string
-//	integer        -> int64
-//	bulk string    -> string (nil for the null bulk string)
-//	array          -> []any  (nil for the null array; nested error replies are Error values)
-//	error          -> returned as the error, of type Error, with a nil reply
-//
-// Network and protocol failures are returned as other (wrapped) errors, so
-// errors.As(err, new(Error)) tells a Redis error reply from a failure to talk.
-// timeout bounds the whole call; if it is <= 0, DefaultTimeout is used.
+// Do sends one command to the Redis server at addr over a fresh TCP connection and reads one
+// RESP2 reply: a minimal client for tests that talk to a server directly (SCRIPT FLUSH, DEBUG
+// SLEEP, PTTL, CLUSTER ...), with no pooling, pipelining or cluster redirection. Arguments are
+// sent as bulk strings. A reply decodes to string (simple or bulk; nil for the null bulk), int64,
+// or []any (nil for the null array; nested error replies are Error values); an error reply is
+// returned as an Error with a nil reply, and network or protocol failures as other (wrapped)
+// errors, so errors.As(err, new(Error)) tells them apart. timeout bounds the whole call;
+// <= 0 means DefaultTimeout.
 func Do(addr string, timeout time.Duration, args ...string) (any, error) {
 	if len(args) == 0 {
 		return nil, errors.New("redistest: Do: no command given")
