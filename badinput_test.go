@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/memory"
-	"github.com/hashlock/locker/internal/callcount"
+	"github.com/hashlock/locker/internal/testkit/callcount"
 )
 
 // lockReenterUnlock locks key, re-enters it through the lease's context, and unlocks both.

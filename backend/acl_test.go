@@ -24,7 +24,7 @@ import (
 	rueidislocker "github.com/hashlock/locker/backend/rueidis"
 	valkeylocker "github.com/hashlock/locker/backend/valkey"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // An authDriver makes a backend of one Redis driver that authenticates as user with pass (an

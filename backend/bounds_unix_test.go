@@ -15,7 +15,7 @@ import (
 	"github.com/hashlock/locker/backend/goredis"
 	"github.com/hashlock/locker/backend/rediscore"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // boundDrivers are the drivers, plus go-redis as most people create it: without

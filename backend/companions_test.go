@@ -14,7 +14,7 @@ import (
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/rediscore"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // A userValue is a value of somebody else's at a companion's name: not a number the scripts wrote.

@@ -1,5 +1,5 @@
 // Fault-injection tests: every Redis driver's client reaches a real redis-server through an
-// internal/faultproxy proxy that black-holes, delays, resets or loses replies, while the test
+// internal/testkit/faultproxy proxy that black-holes, delays, resets or loses replies, while the test
 // reads the truth from the server over a connection of its own (redistest.Do). This file holds
 // what those tests share; each property has its own file (blackhole_test.go, replydrop_test.go,
 // recovery_test.go, takeback_test.go, restart_test.go).
@@ -24,8 +24,8 @@ import (
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/rediscore"
-	"github.com/hashlock/locker/internal/faultproxy"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/faultproxy"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // The drivers' own retries matter under faults, and the tests use each driver as the drivers

@@ -13,7 +13,7 @@ import (
 	"github.com/hashlock/locker/backend/goredis"
 	"github.com/hashlock/locker/backend/memory"
 	"github.com/hashlock/locker/backend/rediscore"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // sentinelKey is a plain Redis string set before every fuzz input: no script may touch it.

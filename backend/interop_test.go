@@ -15,7 +15,7 @@ import (
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/rediscore"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // A driver makes a backend of one Redis driver on the server at addr, configured by opts.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // A server that was killed (its port refuses connections) is reported as down, never as

@@ -11,7 +11,7 @@ import (
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/memory"
 	"github.com/hashlock/locker/backend/quorum"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // An error message says each thing once, one clause per layer: the package once, the key once,

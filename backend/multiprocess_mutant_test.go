@@ -13,7 +13,7 @@ import (
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/memory"
-	"github.com/hashlock/locker/internal/history"
+	"github.com/hashlock/locker/internal/testkit/history"
 )
 
 // alwaysGrants is a broken lock: every acquire is granted, with a fresh fencing token.

@@ -22,8 +22,8 @@ import (
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/memory"
-	"github.com/hashlock/locker/internal/history"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/history"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // The modes of a readers/writer worker (rwRole.Mode).

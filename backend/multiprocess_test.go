@@ -1,6 +1,6 @@
 // Mutual exclusion across OS processes: the test binary runs itself as workers of different
 // drivers, which take turns on one key of one real server and record what they saw; the merged
-// history is checked by internal/history (porcupine, overlaps, fencing tokens).
+// history is checked by internal/testkit/history (porcupine, overlaps, fencing tokens).
 package backend_test
 
 import (
@@ -25,8 +25,8 @@ import (
 	"github.com/hashlock/locker/backend/quorum"
 	"github.com/hashlock/locker/backend/rediscore"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/history"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/history"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 const (

@@ -19,7 +19,7 @@ import (
 	rueidislocker "github.com/hashlock/locker/backend/rueidis"
 	valkeylocker "github.com/hashlock/locker/backend/valkey"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // maxNoticeConns is the bound issue #11 promises for the default: connections per node for the

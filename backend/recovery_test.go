@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
-	"github.com/hashlock/locker/internal/faultproxy"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/faultproxy"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // A waiter cut off from the server while the holder releases gets the lock soon after the fault

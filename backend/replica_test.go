@@ -15,8 +15,8 @@ import (
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/rediscore"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/faultproxy"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/faultproxy"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // pair is a master and a replica that replicates from it through a proxy, so the test can delay

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/rediscore"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // restartTrials is how many restarts each driver goes through per persistence mode.

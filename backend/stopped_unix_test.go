@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // A server that stops answering (SIGSTOP: connections stay open, replies never come) gives

@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/hashlock/locker/internal/bench"
+	"github.com/hashlock/locker/internal/testkit/bench"
 )
 
 // Run with

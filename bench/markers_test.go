@@ -12,7 +12,7 @@ import (
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // TestMarkersLeft reports the keys and bytes that 10,000 Lock+Unlock leave on a redis-server

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
-	"github.com/hashlock/locker/internal/callcount"
+	"github.com/hashlock/locker/internal/testkit/callcount"
 )
 
 // errInjected is the failure a probe returns for renewals while failRenew is set.

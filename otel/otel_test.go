@@ -21,7 +21,7 @@ import (
 	"github.com/hashlock/locker/backend/goredis"
 	"github.com/hashlock/locker/backend/memory"
 	"github.com/hashlock/locker/backend/rediscore"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 	lockerotel "github.com/hashlock/locker/otel"
 )
 

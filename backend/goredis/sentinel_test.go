@@ -8,7 +8,7 @@ import (
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // The full suite through a failover (Sentinel) client, in real time: one master watched by one

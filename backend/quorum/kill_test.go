@@ -11,7 +11,7 @@ import (
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
 	"github.com/hashlock/locker/backend/quorum"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // realQuorum starts three redis-servers and returns them with a quorum of go-redis backends on

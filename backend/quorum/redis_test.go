@@ -18,7 +18,7 @@ import (
 	"github.com/hashlock/locker/backend/rediscore"
 	rueidislocker "github.com/hashlock/locker/backend/rueidis"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // dialer connects a driver to one server: a real address, or a miniredis's in-memory Dial.

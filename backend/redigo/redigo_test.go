@@ -12,7 +12,7 @@ import (
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/redigo"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // newMiniredis returns a miniredis on the bubble's clock and a pool of in-memory connections to

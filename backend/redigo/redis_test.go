@@ -9,7 +9,7 @@ import (
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/redigo"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // The full suite on a real redis-server, in real time; notices by SSUBSCRIBE.

@@ -14,7 +14,7 @@ import (
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
 	"github.com/hashlock/locker/backend/rediscore"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // acquireIDs is a Backend that records the request IDs of every owner's Acquire calls.

@@ -15,7 +15,7 @@ import (
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
 	"github.com/hashlock/locker/backend/memory"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // TestKindsLikeMemory drives the same random sequence of calls (Acquire of both kinds, fair or

@@ -16,7 +16,7 @@ import (
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
 	"github.com/hashlock/locker/backend/rediscore"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // The tests of this file check the layout of shared holds and of the wait queue on the server

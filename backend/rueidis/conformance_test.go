@@ -6,7 +6,7 @@ import (
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/rediscore"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // miniredis inside a synctest bubble: in-memory connections (Dial), leases on the bubble's

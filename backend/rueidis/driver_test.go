@@ -14,7 +14,7 @@ import (
 
 	"github.com/hashlock/locker/backend/rediscore"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // testServer is miniredis behind a rueidis client, in the current synctest bubble, with a way

@@ -8,7 +8,7 @@ import (
 	"github.com/hashlock/locker"
 	rueidislocker "github.com/hashlock/locker/backend/rueidis"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // newClient returns a rueidis client on addrs, closed with the case. Real Redis has CLIENT

@@ -8,7 +8,7 @@ import (
 	"github.com/hashlock/locker"
 	rueidislocker "github.com/hashlock/locker/backend/rueidis"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // The full suite through a Sentinel client, in real time: one master watched by one sentinel.

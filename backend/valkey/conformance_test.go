@@ -13,7 +13,7 @@ import (
 	"github.com/hashlock/locker/backend/rediscore"
 	valkeylocker "github.com/hashlock/locker/backend/valkey"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // miniredis inside a synctest bubble: in-memory connections (DialCtxFn over Dial), leases on

@@ -8,7 +8,7 @@ import (
 	"github.com/hashlock/locker"
 	valkeylocker "github.com/hashlock/locker/backend/valkey"
 	"github.com/hashlock/locker/conformance"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // newClient returns a valkey-go client made with opt, closed with the case, whose mode must be

@@ -19,7 +19,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/redis/rueidis/rueidislock"
 
-	"github.com/hashlock/locker/internal/bench"
+	"github.com/hashlock/locker/internal/testkit/bench"
 )
 
 // Every top-level benchmark starts one redis-server (on a free loopback port, killed at its

@@ -18,7 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hashlock/locker"
-	"github.com/hashlock/locker/internal/bench"
+	"github.com/hashlock/locker/internal/testkit/bench"
 )
 
 var benchCommand = command{

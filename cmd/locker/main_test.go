@@ -13,7 +13,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/hashlock/locker"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // output is an io.Writer, safe for concurrent use, that a test can wait on.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // redactURL hides the user information (all of it when it may be a password, the password

@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/goredis"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // A run that waits for a key another owner holds, on a server that then goes down, stops

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // procGone reports whether the process pid has exited: it is not in /proc, or is a zombie that

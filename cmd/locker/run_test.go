@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // helperArg, as the first argument of the test binary, makes it a helper process instead of a

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // A testCA is a certificate authority of a test, with its certificate in a PEM file.

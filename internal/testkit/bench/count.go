@@ -2,7 +2,7 @@ package bench
 
 import (
 	"github.com/hashlock/locker"
-	"github.com/hashlock/locker/internal/callcount"
+	"github.com/hashlock/locker/internal/testkit/callcount"
 )
 
 // Calls counts the calls of each locker.Locker method; every call is one round trip to a

@@ -13,7 +13,7 @@ import (
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/memory"
-	"github.com/hashlock/locker/internal/bench"
+	"github.com/hashlock/locker/internal/testkit/bench"
 )
 
 func TestPercentile(t *testing.T) {

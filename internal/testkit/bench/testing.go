@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashlock/locker/internal/redistest"
+	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
 // StartRedis starts a redis-server for tb on a free loopback port, killed in tb's cleanup, and
