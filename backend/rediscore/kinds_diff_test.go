@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -230,30 +229,5 @@ func kindsLikeMemory(rt *rapid.T) {
 			t.Logf("Advance(%v)", d)
 			time.Sleep(d)
 		},
-	})
-}
-
-// A reader that read alone and is joined by another keeps the end of its own lease, to the
-// millisecond: released at that end, it holds nothing (its end was the key's TTL rounded up
-// by a millisecond, so it still held there; found by TestKindsLikeMemory).
-func TestJoinedReaderEndsOnTime(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		m := redistest.Miniredis(t)
-		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0", Dialer: func(context.Context, string, string) (net.Conn, error) { return m.Dial() }})
-		defer rdb.Close()
-		red, ctx := goredis.New(rdb), context.Background()
-		acquire := func(owner string, ttl time.Duration) {
-			t.Helper()
-			if a, err := red.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: owner, TTL: ttl, Shared: true}); err != nil || a.Holds != 1 {
-				t.Fatalf("Acquire(%s) = %+v, %v", owner, a, err)
-			}
-		}
-		acquire("o0", 200*time.Millisecond)
-		time.Sleep(time.Millisecond)
-		acquire("o1", 50*time.Millisecond)
-		time.Sleep(199 * time.Millisecond) // o0's lease ends now
-		if _, err := red.Release(ctx, locker.ReleaseRequest{Key: "k", Owner: "o0", Shared: true}); !errors.Is(err, locker.ErrNotHeld) {
-			t.Fatalf("the release of a reader at the end of its lease = %v, want ErrNotHeld", err)
-		}
 	})
 }

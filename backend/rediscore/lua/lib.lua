@@ -75,8 +75,8 @@ end
 -- A lone reader's field is "<r>", its shared holds: its lease is the key's TTL, as before readers
 -- had leases of their own, and costs no more. Once readers overlap, each field is "<r>@<end>",
 -- with the end of that reader's own lease on the server's clock (TIME), and the key's TTL runs
--- just past the latest end; a reader that read alone gets its end (the key's, on the server's
--- millisecond clock) when another joins. A reader whose end has passed holds nothing, and its
+-- just past the latest end; a reader that read alone gets its end (the key's, rounded up to a
+-- whole millisecond) when another joins. A reader whose end has passed holds nothing, and its
 -- field goes at the next write. A reader's lease is set by its own calls alone. (Keys written
 -- before readers had leases of their own may have several fields without an end: those end with
 -- the key's TTL, and get an end at the next write that sets a lease.)
@@ -140,11 +140,7 @@ local function writeReaders(s, owner, r, ms)
       s.now = tonumber(t[1]) * 1000000 + tonumber(t[2])
     end
     if withKey then
-      -- The key's end on the server's millisecond clock, read after PTTL (whose millisecond it
-      -- is not before), so that it is never earlier than the key's.
-      local pttl = math.max(redis.call('pttl', key), 0)
-      local t = redis.call('time')
-      local keyEnd = (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + pttl) * 1000
+      local keyEnd = s.now + (math.max(redis.call('pttl', key), 0) + 1) * 1000
       for o, holds in pairs(s.holds) do
         if o ~= owner and not (ends and ends[o]) then
           redis.call('hset', key, o, string.format('%d@%d', holds, keyEnd))
