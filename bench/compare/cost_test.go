@@ -86,7 +86,7 @@ import (
 // (server-us/op, script-us/op, cmds/op, inner-cmds/op, client-us/op), for benchstat.
 func TestCost(t *testing.T) {
 	if testing.Short() {
-		t.Skip("TestCost takes about a minute: not under -short")
+		t.Skip("TestCost takes about 30s: not under -short")
 	}
 	srv := redistest.StartServer(t)
 	if srv == nil {
