@@ -59,12 +59,13 @@ type TB interface {
 	Cleanup(func())
 }
 
-// Run runs the whole suite as subtests of t: "Model" (the state machine), "Client" (one subtest
-// per Client property), "Exclusion", and "Kinds": for a locker.KindLocker, the state machine of
-// shared holds and wait queues ("Kinds/Model", with HandOff when the backend is a
-// locker.HandOffer) and one subtest per property of Client.RLock and WithFair; for any other
-// backend, "Kinds/Unsupported" checks that those return an error
-// wrapping errors.ErrUnsupported, and the rest is skipped.
+// Run runs the whole suite as subtests of t: "Model" (the state machine, drawing plain exclusive
+// holds only), "Client" (one subtest per Client property), "Exclusion", and "Kinds": for a
+// locker.KindLocker, the same state machine drawing also shared holds and wait queues
+// ("Kinds/Model", with HandOff when the backend is a locker.HandOffer and grants when it is a
+// locker.Granter) and one subtest per property of Client.RLock and WithFair; for any other
+// backend, "Kinds/Unsupported" checks that those return an error wrapping
+// errors.ErrUnsupported, and the rest is skipped.
 func Run(t *testing.T, f Factory) {
 	t.Helper()
 	if f.New == nil {
