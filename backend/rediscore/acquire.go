@@ -1,0 +1,84 @@
+package rediscore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/internal/display"
+)
+
+// acquireFlags: 'm' marker (request ID), 'f' fence, 'n' fresh owner, 'r' re-entry only, 's'
+// shared, 'o' fair (ordered), 'q' the wait queue is passed.
+var acquireFlags = newFlagSet("mfnrsoq")
+
+// Acquire implements locker.Locker and locker.KindLocker with acquire.lua: with req.ID, the
+// marker at MarkerKey remembers the outcome (unless req.Fresh); with req.Fence, the counter at
+// FenceKey gives the token; a request that is shared, fair or waits (req.Wait > 0) reads and
+// writes the wait queue at QueueKey, and a plain exclusive one never touches it. An exclusive
+// request of an owner that holds the key only shared returns an error wrapping
+// locker.ErrUpgrade; a negative req.Wait one wrapping locker.ErrInvalid. With WithReplicaAck, a
+// granted acquire that too few replicas acknowledged is taken back.
+func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
+	if b.opts.err != nil {
+		return locker.Acquisition{}, b.opts.err
+	}
+	if req.Wait < 0 {
+		return locker.Acquisition{}, display.Errorf("%s: acquire: wait %v: %w", b.prefix, req.Wait, locker.ErrInvalid)
+	}
+	queued := req.Shared || req.Fair || req.Wait > 0
+	// The companions' names in one allocation: marker, queue, fence, channel.
+	var suffixes [4]string
+	if req.ID != "" {
+		suffixes[0] = "req:"
+	}
+	if queued {
+		suffixes[1], suffixes[3] = "queue", "released"
+	}
+	if req.Fence {
+		suffixes[2] = "fence"
+	}
+	var names [4]string
+	companionNames(req.Key, suffixes, [4]string{req.ID}, &names)
+	buf := make([]string, 11) // keys and args in one allocation: at most 4 keys, then 7 args
+	keys := buf[:1:4]
+	keys[0] = req.Key
+	for _, name := range names[:3] {
+		if name != "" {
+			keys = append(keys, name)
+		}
+	}
+	flags := acquireFlags.of(req.ID != "", req.Fence, req.Fresh, req.Reentry, req.Shared, req.Fair, queued)
+	var args []string
+	if queued {
+		wait := "0"
+		if req.Wait > 0 {
+			wait = formatMillis(req.Wait, &lastWait)
+		}
+		args = append(buf[4:4], req.Owner, millis(req.TTL), flags, wait, names[3])
+		if req.Grant > 0 {
+			args = append(args, formatMillis(req.Grant, &lastGrant), req.ID)
+		}
+	} else {
+		args = append(buf[4:4], req.Owner, millis(req.TTL), flags)
+	}
+	r, acks, err := b.change(ctx, AcquireScript, keys, args)
+	if err != nil {
+		return locker.Acquisition{}, b.fail(ctx, "acquire", err)
+	}
+	holds, token := r.Int, int64(0) // a bare integer without fencing, {holds, token} with it
+	if r.Array != nil || req.Fence {
+		if len(r.Array) != 2 {
+			return locker.Acquisition{}, fmt.Errorf("%s: acquire: unexpected reply %v", b.prefix, r.Array)
+		}
+		holds, token = r.Array[0], r.Array[1]
+	}
+	if holds > 0 {
+		if acks >= 0 && acks < b.opts.acks {
+			return locker.Acquisition{}, b.takeBack(ctx, req, acks)
+		}
+		return locker.Acquisition{Holds: int(holds), Token: uint64(token)}, nil
+	}
+	return locker.Acquisition{TTL: time.Duration(-holds) * time.Millisecond}, nil
+}

@@ -1,0 +1,15 @@
+package rediscore
+
+import "context"
+
+// ForceRelease implements locker.Locker with force.lua.
+func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {
+	if b.opts.err != nil {
+		return false, b.opts.err
+	}
+	r, err := b.d.Eval(ctx, ForceScript, []string{key}, []string{Channel(key)})
+	if err != nil {
+		return false, b.fail(ctx, "force release", err)
+	}
+	return r.Int == 1, nil
+}
