@@ -63,7 +63,16 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	} else {
 		args = append(buf[4:4], req.Owner, millis(req.TTL), flags)
 	}
-	r, acks, err := b.change(ctx, AcquireScript, keys, args)
+	var (
+		r    Reply
+		acks int // replicas that acknowledged the acquire (WithReplicaAck)
+		err  error
+	)
+	if b.opts.acks == 0 {
+		r, err = b.d.Eval(ctx, AcquireScript, keys, args)
+	} else {
+		r, acks, err = b.acknowledged(ctx, AcquireScript, keys, args)
+	}
 	if err != nil {
 		return locker.Acquisition{}, b.fail(ctx, "acquire", err)
 	}
@@ -75,10 +84,24 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		holds, token = r.Array[0], r.Array[1]
 	}
 	if holds > 0 {
-		if acks >= 0 && acks < b.opts.acks {
+		if acks < b.opts.acks {
 			return locker.Acquisition{}, b.takeBack(ctx, req, acks)
 		}
 		return locker.Acquisition{Holds: int(holds), Token: uint64(token)}, nil
 	}
 	return locker.Acquisition{TTL: time.Duration(-holds) * time.Millisecond}, nil
+}
+
+// takeBack undoes a granted acquire that too few replicas acknowledged: a take-back of req.ID
+// when it has one (a copy of the acquire sent again later is then refused), else the release of
+// one hold. It does not wait for replicas: the take-back is about the master, and an acquire
+// lost in a failover is as good as taken back. It returns the error for Acquire.
+func (b *Backend) takeBack(ctx context.Context, req locker.AcquireRequest, acks int) error {
+	keys, args := releaseCall(locker.ReleaseRequest{Key: req.Key, Owner: req.Owner, ID: req.ID, Undo: req.ID != "", Fresh: req.Fresh, Shared: req.Shared})
+	if _, err := b.d.Eval(ctx, ReleaseScript, keys, args); err != nil {
+		// The hold may still be there: the Client takes the acquire back again (or sends it
+		// again, and then waits for the replicas again).
+		return display.Errorf("%w; taking it back failed: %w", b.unreplicated("acquire", acks, ""), b.fail(ctx, "release", err))
+	}
+	return b.unreplicated("acquire", acks, "; taken back")
 }

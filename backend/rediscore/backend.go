@@ -1,29 +1,11 @@
 package rediscore
 
 import (
-	"context"
-	"time"
-
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/internal/display"
 )
 
 var _ locker.KindLocker = (*Backend)(nil)
-
-// CallTimeout bounds a call whose ctx has no deadline in drivers without I/O timeouts of their
-// own (Redigo), and every re-subscription attempt: a server that stops answering (paused,
-// partitioned) must give an error, not a hang. It matches go-redis's and rueidis's default I/O
-// timeouts, which bound their calls.
-const CallTimeout = 10 * time.Second
-
-// Bound returns ctx with a deadline CallTimeout away when it has none, for drivers without I/O
-// timeouts of their own.
-func Bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, CallTimeout)
-}
 
 // Backend is a locker.Locker on Redis through a Driver: the lock of package locker on one
 // server, a Redis Cluster, or a Sentinel-managed primary, whatever the client. It is safe for

@@ -13,11 +13,20 @@ func (b *Backend) Dequeue(ctx context.Context, key, owner string) error {
 	if b.opts.err != nil {
 		return b.opts.err
 	}
-	_, acks, err := b.change(ctx, DequeueScript, []string{QueueKey(key), key, FenceKey(key)}, []string{owner, Channel(key)})
+	keys, args := []string{QueueKey(key), key, FenceKey(key)}, []string{owner, Channel(key)}
+	var (
+		acks int // replicas that acknowledged the dequeue (WithReplicaAck)
+		err  error
+	)
+	if b.opts.acks == 0 {
+		_, err = b.d.Eval(ctx, DequeueScript, keys, args)
+	} else {
+		_, acks, err = b.acknowledged(ctx, DequeueScript, keys, args)
+	}
 	if err != nil {
 		return b.fail(ctx, "dequeue", err)
 	}
-	if acks >= 0 && acks < b.opts.acks {
+	if acks < b.opts.acks {
 		return b.unreplicated("dequeue", acks, "; dequeued on the master")
 	}
 	return nil

@@ -10,6 +10,13 @@ import (
 	"github.com/hashlock/locker/internal/display"
 )
 
+// ErrNotReplicated means that fewer replicas than asked for (WithReplicaAck) acknowledged an
+// acquire or a release within the timeout. An error wrapping it also wraps locker.ErrUnavailable:
+// for an acquire, the lock was taken back and the Client's Lock tries again; for a release, the
+// lock was released on the master, but a failover may bring it back until its lease runs out.
+// Test for it with errors.Is.
+var ErrNotReplicated = errors.New("locker: not acknowledged by enough replicas")
+
 // fail wraps a driver error with the operation and key: a script's NOTALOCK, NOTHELD or UPGRADE
 // answer with locker.ErrNotALock, locker.ErrNotHeld or locker.ErrUpgrade; otherwise with ctx's
 // error when ctx ended (drivers do not all say so: Redigo reports the I/O timeout it derived from
@@ -60,3 +67,9 @@ func scriptRefusal(err error) (why string, sentinel error) {
 
 // scriptErrors are the error codes the scripts answer with, and their sentinels.
 var scriptErrors = map[string]error{"NOTALOCK": locker.ErrNotALock, "NOTHELD": locker.ErrNotHeld, "UPGRADE": locker.ErrUpgrade}
+
+// unreplicated is the error of an acquire or a release that fewer than the configured replicas
+// acknowledged.
+func (b *Backend) unreplicated(op string, acks int, what string) error {
+	return display.Errorf("%s: %s: %w: %w (%d of %d)%s", b.prefix, op, locker.ErrUnavailable, ErrNotReplicated, acks, b.opts.acks, what)
+}

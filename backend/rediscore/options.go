@@ -56,6 +56,35 @@ func WithNoticeLinger(d time.Duration) Option {
 	}
 }
 
+// WithReplicaAck makes the Backend wait, after every acquire, release and dequeue (Dequeue), until n replicas
+// of the master that ran it have acknowledged it (Redis WAIT n, on the same connection, in the
+// same round trip), for at most timeout (whole milliseconds, rounded up; and at most half of
+// what is left of the call's ctx, so that an acquire can still be taken back within it).
+//
+// When fewer than n acknowledge in time, a granted acquire is taken back at once (its hold is
+// released, with the request ID of the acquire when it has one) and Acquire returns an error
+// wrapping locker.ErrUnavailable and ErrNotReplicated, which Lock retries within its ctx; a
+// release (or a dequeue) has happened on the master, and Release (Dequeue) returns an error
+// wrapping the same two.
+// Renewals wait too (one EvalWait per script call of the batch): a renewal that too few
+// acknowledged is reported as unknown, so the Client does not extend the lease on its account.
+// Inspect and ForceRelease do not wait. An acknowledged lock survives the promotion of an
+// acknowledging replica; a failover to one that did not acknowledge can still lose it: what it
+// guarantees and what it costs are in docs/safety.md. A restricted user's ACL needs +wait. How
+// each driver sends the WAIT is in its adapter's package doc.
+//
+// n must be at least 1 and timeout positive; otherwise every call of the Backend returns an
+// error wrapping locker.ErrInvalid. Default: no waiting.
+func WithReplicaAck(n int, timeout time.Duration) Option {
+	return func(o *options) {
+		if n < 1 || timeout <= 0 {
+			o.fail(display.Errorf("%w: WithReplicaAck(%d, %v): want at least 1 replica and a positive timeout", locker.ErrInvalid, n, timeout))
+			return
+		}
+		o.acks, o.ackTimeout = n, timeout
+	}
+}
+
 // WithLogger makes the Backend write a log/slog record, at level Warn, when a release-notice
 // connection drops: "locker: release-notice connection dropped, subscribing its channels
 // again", with the node's address, the number of channels it carried and the error. Waiters

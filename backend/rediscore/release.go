@@ -28,14 +28,23 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 		req.Fresh = false
 	}
 	keys, args := releaseCall(req)
-	r, acks, err := b.change(ctx, ReleaseScript, keys, args)
+	var (
+		r    Reply
+		acks int // replicas that acknowledged the release (WithReplicaAck)
+		err  error
+	)
+	if b.opts.acks == 0 {
+		r, err = b.d.Eval(ctx, ReleaseScript, keys, args)
+	} else {
+		r, acks, err = b.acknowledged(ctx, ReleaseScript, keys, args)
+	}
 	if err != nil {
 		return 0, b.fail(ctx, "release", err)
 	}
 	if r.Int < 0 {
 		return 0, display.Errorf("%s: release: %w", b.prefix, locker.ErrNotHeld)
 	}
-	if acks >= 0 && acks < b.opts.acks {
+	if acks < b.opts.acks {
 		return 0, b.unreplicated("release", acks, "; released on the master")
 	}
 	return int(r.Int), nil

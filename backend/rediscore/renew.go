@@ -13,7 +13,11 @@ const maxBatch = 512
 
 // Renew implements locker.Locker with renew.lua: one call per group of keys that share a
 // cluster slot (any keys when not on a cluster), up to maxBatch keys a call, all calls in one
-// EvalBatch.
+// EvalBatch. With WithReplicaAck, each call is followed by WAIT (acknowledgedBatch), and the renewals
+// of a call that too few replicas acknowledged fail with an error wrapping locker.ErrUnavailable
+// and ErrNotReplicated: they happened on the master, but the Client counts them as unknown, so a
+// lease that the replicas stop confirming ends, as it would in a partition, instead of outliving
+// what a promoted replica knows.
 func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 	errs := make([]error, len(batch))
 	if b.opts.err != nil {
@@ -34,10 +38,10 @@ func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 		calls[i] = c
 	}
 	var results []Result
-	if b.opts.acks > 0 {
-		results = b.renewAcknowledged(ctx, calls)
-	} else {
+	if b.opts.acks == 0 {
 		results = b.d.EvalBatch(ctx, RenewScript, calls)
+	} else {
+		results = b.acknowledgedBatch(ctx, RenewScript, calls)
 	}
 	for i, g := range groups {
 		var res Result
