@@ -2,12 +2,20 @@ package rediscore
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"time"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/internal/display"
 )
+
+// AcquireScript is lua/acquire.lua, which Acquire runs; the file describes its keys, arguments and
+// reply.
+var AcquireScript = newScript("acquire", acquireLua)
+
+//go:embed lua/acquire.lua
+var acquireLua string
 
 // acquireFlags: 'm' marker (request ID), 'f' fence, 'n' fresh owner, 'r' re-entry only, 's'
 // shared, 'o' fair (ordered), 'q' the wait queue is passed.

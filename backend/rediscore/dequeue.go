@@ -1,6 +1,16 @@
 package rediscore
 
-import "context"
+import (
+	"context"
+	_ "embed"
+)
+
+// DequeueScript is lua/dequeue.lua, which Dequeue runs; the file describes its keys, arguments and
+// reply.
+var DequeueScript = newScript("dequeue", dequeueLua)
+
+//go:embed lua/dequeue.lua
+var dequeueLua string
 
 // Dequeue implements locker.KindLocker with dequeue.lua: it takes owner's entry out of key's
 // wait queue (QueueKey), if there is one, and sends a release notice when live entries were

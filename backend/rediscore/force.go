@@ -1,6 +1,16 @@
 package rediscore
 
-import "context"
+import (
+	"context"
+	_ "embed"
+)
+
+// ForceScript is lua/force.lua, which ForceRelease runs; the file describes its keys, arguments and
+// reply.
+var ForceScript = newScript("force", forceLua)
+
+//go:embed lua/force.lua
+var forceLua string
 
 // ForceRelease implements locker.Locker with force.lua.
 func (b *Backend) ForceRelease(ctx context.Context, key string) (bool, error) {

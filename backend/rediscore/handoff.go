@@ -2,11 +2,19 @@ package rediscore
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/internal/display"
 )
+
+// HandOffScript is lua/handoff.lua, which HandOff runs; the file describes its keys, arguments and
+// reply.
+var HandOffScript = newScript("handoff", handOffLua)
+
+//go:embed lua/handoff.lua
+var handOffLua string
 
 var (
 	_ locker.HandOffer = (*Backend)(nil)

@@ -2,11 +2,19 @@ package rediscore
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"time"
 
 	"github.com/hashlock/locker"
 )
+
+// InspectScript is lua/inspect.lua, which Inspect runs; the file describes its keys, arguments and
+// reply.
+var InspectScript = newScript("inspect", inspectLua)
+
+//go:embed lua/inspect.lua
+var inspectLua string
 
 // Inspect implements locker.Locker and locker.KindLocker with inspect.lua, on the key and its
 // wait queue (QueueKey): for a key in shared mode, Owner is the reader whose token sorts first

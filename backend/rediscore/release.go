@@ -2,10 +2,18 @@ package rediscore
 
 import (
 	"context"
+	_ "embed"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/internal/display"
 )
+
+// ReleaseScript is lua/release.lua, which Release runs, and Acquire to take back an acquire that
+// too few replicas acknowledged; the file describes its keys, arguments and reply.
+var ReleaseScript = newScript("release", releaseLua)
+
+//go:embed lua/release.lua
+var releaseLua string
 
 // releaseFlags: 'm' marker (request ID), 'u' take-back, 'n' a fresh owner, 's' a shared hold,
 // 'q' the wait queue and the fencing counter are passed.

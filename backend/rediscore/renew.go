@@ -2,11 +2,18 @@ package rediscore
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/internal/display"
 )
+
+// RenewScript is lua/renew.lua, which Renew runs; the file describes its keys, arguments and reply.
+var RenewScript = newScript("renew", renewLua)
+
+//go:embed lua/renew.lua
+var renewLua string
 
 // maxBatch is the most keys one renewal script call carries.
 const maxBatch = 512
