@@ -1,5 +1,5 @@
 -- The library of the scripts: what a lock and its wait queue are, in one place. Each script
--- carries, before its own text, the definitions below that it uses (scripts.go: libFor), so every
+-- carries, before its own text, the definitions below that it uses (lib.go: libFor), so every
 -- definition starts at a line "local ..." with its comment right above it.
 --
 -- A lock is a hash whose marker field '' tells its mode, and whose other fields are its holders'
