@@ -2,10 +2,18 @@ package rediscore
 
 import (
 	"context"
+	_ "embed"
 	"strconv"
 
 	"github.com/hashlock/locker"
 )
+
+// RaiseScript is lua/raise.lua, which RaiseFence runs; the file describes its keys, arguments and
+// reply.
+var RaiseScript = newScript("raise", raiseLua)
+
+//go:embed lua/raise.lua
+var raiseLua string
 
 var _ locker.FenceRaiser = (*Backend)(nil)
 

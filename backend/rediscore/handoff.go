@@ -2,11 +2,19 @@ package rediscore
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/internal/display"
 )
+
+// HandOffScript is lua/handoff.lua, which HandOff runs; the file describes its keys, arguments and
+// reply.
+var HandOffScript = newScript("handoff", handOffLua)
+
+//go:embed lua/handoff.lua
+var handOffLua string
 
 var (
 	_ locker.HandOffer = (*Backend)(nil)
@@ -31,14 +39,24 @@ func (b *Backend) HandOff(ctx context.Context, req locker.HandOffRequest) (locke
 	if req.Fence {
 		keys = append(keys, FenceKey(req.Key))
 	}
-	r, acks, err := b.change(ctx, HandOffScript, keys, []string{req.From, req.To, millis(req.TTL), handOffFlags.of(req.Fence)})
+	args := []string{req.From, req.To, millis(req.TTL), handOffFlags.of(req.Fence)}
+	var (
+		r    Reply
+		acks int // replicas that acknowledged the hand-off (WithReplicaAck)
+		err  error
+	)
+	if b.opts.acks == 0 {
+		r, err = b.d.Eval(ctx, HandOffScript, keys, args)
+	} else {
+		r, acks, err = b.acknowledged(ctx, HandOffScript, keys, args)
+	}
 	if err != nil {
 		return locker.HandOffResult{}, b.fail(ctx, "hand off", err)
 	}
 	if len(r.Array) != 3 || r.Array[0] < 1 {
 		return locker.HandOffResult{}, fmt.Errorf("%s: hand off: unexpected reply %v", b.prefix, r.Array)
 	}
-	if acks >= 0 && acks < b.opts.acks {
+	if acks < b.opts.acks {
 		return locker.HandOffResult{}, b.unreplicated("hand off", acks, "; handed off on the master")
 	}
 	return locker.HandOffResult{Holds: int(r.Array[0]), Token: uint64(r.Array[1]), Queued: int(r.Array[2])}, nil

@@ -56,6 +56,26 @@ func WithNoticeLinger(d time.Duration) Option {
 	}
 }
 
+// WithReplicaAck makes the Backend wait, after every acquire, release, dequeue and renewal,
+// until n replicas of the master that ran it have acknowledged it (WAIT n, on the same connection
+// and round trip), for at most timeout (whole milliseconds, rounded up; at most half of what is
+// left of the call's ctx). When fewer acknowledge in time, a granted acquire is taken back at
+// once and Acquire returns an error wrapping locker.ErrUnavailable and ErrNotReplicated (Lock
+// retries it); a release or dequeue has happened on the master and returns the same error; a
+// renewal is reported as unknown. Inspect and ForceRelease do not wait. What it guarantees
+// across failovers and what it costs: docs/safety.md; a restricted user's ACL needs +wait.
+// n must be at least 1 and timeout positive, or every call of the Backend returns an error
+// wrapping locker.ErrInvalid. Default: no waiting.
+func WithReplicaAck(n int, timeout time.Duration) Option {
+	return func(o *options) {
+		if n < 1 || timeout <= 0 {
+			o.fail(display.Errorf("%w: WithReplicaAck(%d, %v): want at least 1 replica and a positive timeout", locker.ErrInvalid, n, timeout))
+			return
+		}
+		o.acks, o.ackTimeout = n, timeout
+	}
+}
+
 // WithLogger makes the Backend write a log/slog record, at level Warn, when a release-notice
 // connection drops: "locker: release-notice connection dropped, subscribing its channels
 // again", with the node's address, the number of channels it carried and the error. Waiters

@@ -65,24 +65,12 @@ local function reply(holds, token)
   end
   return holds
 end
--- Every key is checked before anything is written: an error leaves everything as it was.
-local state, value = lockState(lock, owner, true)
+-- Every key is checked before anything is written (lib.lua: prepare): an error leaves everything
+-- as it was. latest is the latest token; 0 without fencing or a counter yet.
+local state, value, done, q, latest = prepare(lock, owner, true, marker, queue, fence)
 if type(state) == 'table' then
   return state
 end
-local done = marker and counter(marker, 'request marker')
-if type(done) == 'table' then
-  return done
-end
-local latest = fence and counter(fence, 'fencing counter')
-if type(latest) == 'table' then
-  return latest
-end
-local q = queue and loadQueue(queue)
-if q and q.err then
-  return q
-end
-latest = tonumber(latest) or 0 -- the latest token; 0 without fencing or a counter yet
 local rs -- in shared mode: the lock's readers (lib.lua: readReaders)
 if state == 'shared' then
   rs = readReaders(lock)

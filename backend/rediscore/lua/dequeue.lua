@@ -12,17 +12,11 @@
 -- when the key or the queue is not what the scripts write, or the counter is not when a grant
 -- would draw from it: nothing is written.
 local lock, owner, channel = KEYS[2], ARGV[1], ARGV[2]
-local state = lockState(lock)
+-- Every key is checked before anything is written (lib.lua: prepare; the counter only when a
+-- grant would draw from it).
+local state, _, _, q, latest = prepare(lock, nil, false, nil, KEYS[1], KEYS[3], true)
 if type(state) == 'table' then
   return state
-end
-local q = loadQueue(KEYS[1])
-if q.err then
-  return q
-end
-local latest = grantCounter(q, KEYS[3])
-if type(latest) == 'table' then
-  return latest
 end
 local live, behind, granted = dequeue(q, owner)
 if granted then

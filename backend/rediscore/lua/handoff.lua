@@ -25,19 +25,11 @@ local function others(q, owner)
   return n
 end
 local fence = ARGV[4]:find('f', 1, true) and KEYS[3]
-local state, mine = lockState(lock, to)
+-- Every key is checked before anything is written (lib.lua: prepare).
+local state, mine, _, q, latest = prepare(lock, to, false, nil, KEYS[2], fence)
 if type(state) == 'table' then
   return state
 end
-local latest = fence and counter(fence, 'fencing counter')
-if type(latest) == 'table' then
-  return latest
-end
-local q = loadQueue(KEYS[2])
-if q.err then
-  return q
-end
-latest = tonumber(latest) or 0
 if state == 'shared' then
   local rs = readReaders(lock)
   local r = rs.holds[to]

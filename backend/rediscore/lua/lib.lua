@@ -1,5 +1,5 @@
 -- The library of the scripts: what a lock and its wait queue are, in one place. Each script
--- carries, before its own text, the definitions below that it uses (scripts.go: libFor), so every
+-- carries, before its own text, the definitions below that it uses (lib.go: libFor), so every
 -- definition starts at a line "local ..." with its comment right above it.
 --
 -- A lock is a hash whose marker field '' tells its mode, and whose other fields are its holders'
@@ -38,9 +38,10 @@ end
 -- lockState returns the lock's mode at key — 'free' when the key does not exist, 'exclusive' or
 -- 'shared' when it holds a lock in that mode — and, with owner and in exclusive mode, owner's
 -- field (false when it has none: in shared mode, ask readers); or an error reply to return. The
--- scripts ask it before they write anything, so that a key of another type, or a hash of
--- somebody else's, is left exactly as it is. probe says that the key is most likely free (an
--- acquire): EXISTS answers that alone, in one call instead of two.
+-- scripts ask it before they write anything (those that write companions too, through prepare),
+-- so that a key of another type, or a hash of somebody else's, is left exactly as it is. probe
+-- says that the key is most likely free (an acquire): EXISTS answers that alone, in one call
+-- instead of two.
 local function lockState(key, owner, probe)
   if probe and redis.call('exists', key) == 0 then
     return 'free', false
@@ -182,8 +183,8 @@ end
 -- counter returns the value of one of the lock's companion keys (role names it: 'request
 -- marker', 'fencing counter'): a decimal integer string, false when the key does not exist, and
 -- otherwise an error reply to return. A user's key may be named like a companion; the scripts
--- ask counter for every companion before they write anything, so that such a key is left
--- exactly as it is, and so is the lock.
+-- ask counter for every companion before they write anything (through prepare), so that such a
+-- key is left exactly as it is, and so is the lock.
 local function counter(key, role)
   local value = redis.pcall('get', key)
   if value == false or (type(value) == 'string' and value:find('^%d+$')) then
@@ -407,19 +408,38 @@ local function grant(q, lock, fence, latest)
   tidy(q)
   return head.owner
 end
--- grantCounter returns the latest token of the fencing counter at fence that a grant to the head
--- of q would draw after (0 when it would draw none: no grant, no token asked for, no counter yet),
--- or an error reply; like counter, it is asked before anything is written, and only then.
-local function grantCounter(q, fence)
-  local head = q and q.entries[1]
-  if not (fence and head and head.grant and head.fence) then
-    return 0
+-- prepare checks every key a script may write before it writes anything, so that a key that is not
+-- what the scripts write there is left exactly as it is, and so is the lock: the lock at lock
+-- (lockState, with owner and probe as there), then the companions the script passes, each nil
+-- when it passes none: the request marker at marker (counter), the wait queue at queue
+-- (loadQueue) and the fencing counter at fence (counter). With onGrant, the counter is read only
+-- when a grant to the head of the queue would draw a token from it (a release that frees the key:
+-- see grant). It returns the lock's state and owner's field (lockState), the marker's value (nil
+-- when not passed, false when the marker does not exist), the queue (nil when not passed) and the
+-- latest fencing token (0 without a counter, or when it is not read); or, for the first key that
+-- is not what the scripts write, an error reply as its first value.
+local function prepare(lock, owner, probe, marker, queue, fence, onGrant)
+  local state, value = lockState(lock, owner, probe)
+  if type(state) == 'table' then
+    return state
   end
-  local latest = counter(fence, 'fencing counter')
-  if type(latest) == 'table' then
-    return latest
+  local done = marker and counter(marker, 'request marker')
+  if type(done) == 'table' then
+    return done
   end
-  return tonumber(latest) or 0
+  local q = queue and loadQueue(queue)
+  if q and q.err then
+    return q
+  end
+  local latest = false
+  local head = onGrant and q and q.entries[1]
+  if fence and (not onGrant or (head and head.grant and head.fence)) then
+    latest = counter(fence, 'fencing counter')
+    if type(latest) == 'table' then
+      return latest
+    end
+  end
+  return state, value, done, q, tonumber(latest) or 0
 end
 -- free deletes the lock, whose last hold was just removed, and sends a release notice; with q,
 -- it first grants the key to the head of the queue if it asked for that (grant: fence and latest

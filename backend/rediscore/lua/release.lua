@@ -43,22 +43,11 @@ local undo = marker and flags:find('u', 1, true)
 local fresh = flags:find('n', 1, true)
 local shared = flags:find('s', 1, true)
 local window = fresh and not undo and tonumber(ARGV[4]) or 0 -- a last release's marker, in ms
--- Every key is checked before anything is written: an error leaves everything as it was.
-local state, value = lockState(lock, owner)
+-- Every key is checked before anything is written (lib.lua: prepare; the counter only when the
+-- release would grant a token): an error leaves everything as it was.
+local state, value, done, q, latest = prepare(lock, owner, false, marker, queue, fence, true)
 if type(state) == 'table' then
   return state
-end
-local done = marker and counter(marker, 'request marker')
-if type(done) == 'table' then
-  return done
-end
-local q = queue and loadQueue(queue)
-if q and q.err then
-  return q
-end
-local latest = grantCounter(q, fence)
-if type(latest) == 'table' then
-  return latest
 end
 local rs -- in shared mode: the lock's readers (lib.lua: readReaders)
 if state == 'shared' then
