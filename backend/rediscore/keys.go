@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // A lock key K has companions: its fencing counter (FenceKey), the markers of its requests
@@ -253,3 +255,59 @@ var (
 	slotSuffixesOnce sync.Once
 	slotSuffixes     [16384]string
 )
+
+// A flagSet is the scripts' flags argument for every combination of its letters, made once, so
+// that no call builds a string.
+type flagSet []string
+
+// newFlagSet returns the flag set of letters (a few: it has 2^len(letters) entries).
+func newFlagSet(letters string) flagSet {
+	s := make(flagSet, 1<<len(letters))
+	for i := range s {
+		for j := range len(letters) {
+			if i&(1<<j) != 0 {
+				s[i] += letters[j : j+1]
+			}
+		}
+	}
+	return s
+}
+
+// of returns the letters whose condition holds, in the order of the set's letters.
+func (s flagSet) of(conds ...bool) string {
+	i := 0
+	for j, c := range conds {
+		if c {
+			i |= 1 << j
+		}
+	}
+	return s[i]
+}
+
+// millis formats d in whole milliseconds, rounded up, at least 1. Most programs use one or two
+// TTLs, so the latest result is kept: the hot path formats nothing.
+func millis(d time.Duration) string { return formatMillis(d, &lastMillis) }
+
+// formatMillis is millis with the latest result kept in last (one for TTLs, one for waits, one
+// for reply windows, so that none pushes the others out: the Client's windows are whole
+// milliseconds, mostly its WithUnlockTimeout).
+func formatMillis(d time.Duration, last *atomic.Pointer[formatted]) string {
+	if l := last.Load(); l != nil && l.d == d {
+		return l.s
+	}
+	ms := d / time.Millisecond
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	s := strconv.FormatInt(int64(max(ms, 1)), 10)
+	last.Store(&formatted{d, s})
+	return s
+}
+
+// formatted is a TTL and its formatting by millis.
+type formatted struct {
+	d time.Duration
+	s string
+}
+
+var lastMillis, lastWait, lastGrant, lastWindow atomic.Pointer[formatted]
