@@ -77,7 +77,7 @@ func TestErrorMessagesSayEachThingOnce(t *testing.T) {
 			}
 			_, err = other.TryLock(ctx, key)
 			check("not obtained", err, locker.ErrNotObtained)
-			within, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+			within, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 			_, err = other.Lock(within, key)
 			cancel()
 			check("ctx ended", err, locker.ErrNotObtained, context.DeadlineExceeded)
@@ -118,8 +118,10 @@ func TestErrorMessagesSayEachThingOnce(t *testing.T) {
 	}
 
 	for fault, by := range words {
-		if fault == "server down" {
-			continue // the drivers' own errors differ
+		if fault == "server down" || fault == "ctx ended" {
+			// The drivers' own errors differ; a ctx that ends during the first attempt, which a
+			// loaded machine may make last, leaves no holder's lease to report.
+			continue
 		}
 		var first string
 		for _, b := range backends {

@@ -35,6 +35,7 @@
 //     by SPUBLISH where the server has it (Redis >= 7), else by PUBLISH; subscribers use
 //     SSUBSCRIBE or SUBSCRIBE to match.
 //   - Leases are whole milliseconds, rounded up.
-//   - With WithReplicaAck, an acquire, a release or a dequeue is followed by WAIT on the same connection
-//     (Driver.EvalWait), and an acquire that too few replicas acknowledged is taken back.
+//   - With WithReplicaAck, an acquire, a release, a hand-off, a dequeue or a renewal is followed by
+//     WAIT on the same connection (Driver.EvalWait), and an acquire that too few replicas
+//     acknowledged is taken back.
 package rediscore
