@@ -419,15 +419,23 @@ end
 -- latest fencing token (0 without a counter, or when it is not read); or, for the first key that
 -- is not what the scripts write, an error reply as its first value.
 local function prepare(lock, owner, probe, marker, queue, fence, onGrant)
-  local state, value = lockState(lock, owner, probe)
-  if type(state) == 'table' then
-    return state
+  local state, value, q
+  local present = probe and queue and redis.call('exists', lock, queue)
+  if present == 0 then
+    -- Neither the lock nor its queue exists (an acquire on a free key): one call says so.
+    state, value, q = 'free', false, {key = queue, exists = false, entries = {}, granted = {}, dead = {}}
+  else
+    -- With queue, the two-key probe answered 1 or 2: the lock may exist, so ask it.
+    state, value = lockState(lock, owner, probe and not present)
+    if type(state) == 'table' then
+      return state
+    end
   end
   local done = marker and counter(marker, 'request marker')
   if type(done) == 'table' then
     return done
   end
-  local q = queue and loadQueue(queue)
+  q = q or (queue and loadQueue(queue))
   if q and q.err then
     return q
   end
