@@ -71,16 +71,7 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	} else {
 		args = append(buf[4:4], req.Owner, millis(req.TTL), flags)
 	}
-	var (
-		r    Reply
-		acks int // replicas that acknowledged the acquire (WithReplicaAck)
-		err  error
-	)
-	if b.opts.acks == 0 {
-		r, err = b.d.Eval(ctx, AcquireScript, keys, args)
-	} else {
-		r, acks, err = b.acknowledged(ctx, AcquireScript, keys, args)
-	}
+	r, acks, err := b.write(ctx, AcquireScript, keys, args) // acks: replicas that acknowledged the acquire
 	if err != nil {
 		return locker.Acquisition{}, b.fail(ctx, "acquire", err)
 	}

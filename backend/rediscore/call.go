@@ -129,12 +129,31 @@ func interrupt[T any](ctx context.Context, call func() (T, error)) (T, error) {
 	}
 }
 
+// write runs s, a script that changes the lock or its queue: the driver's Eval itself, or, with
+// WithReplicaAck, through acknowledged, with the replicas that acknowledged it (0 without).
+func (b *Backend) write(ctx context.Context, s *Script, keys, args []string) (Reply, int, error) {
+	if b.opts.acks == 0 {
+		r, err := b.d.Eval(ctx, s, keys, args)
+		return r, 0, err
+	}
+	return b.acknowledged(ctx, s, keys, args)
+}
+
+// writeBatch is write for a batch of calls of s (renew.lua): the driver's EvalBatch, or
+// acknowledgedBatch with WithReplicaAck.
+func (b *Backend) writeBatch(ctx context.Context, s *Script, calls []Call) []Result {
+	if b.opts.acks == 0 {
+		return b.d.EvalBatch(ctx, s, calls)
+	}
+	return b.acknowledgedBatch(ctx, s, calls)
+}
+
 // acknowledged runs s, a script that changes the lock or its queue (acquire.lua, release.lua,
 // handoff.lua, dequeue.lua; renew.lua through acknowledgedBatch), with WithReplicaAck: through
 // Driver.EvalWait (the script, then WAIT on its connection, for waitFor), reporting how many
 // replicas acknowledged it, which the caller compares with b.opts.acks. A call whose ctx has no
-// deadline gets one, the wait plus CallTimeout. Without WithReplicaAck, the callers run the
-// driver's Eval instead.
+// deadline gets one, the wait plus CallTimeout. Without WithReplicaAck, write runs the driver's
+// Eval instead.
 func (b *Backend) acknowledged(ctx context.Context, s *Script, keys, args []string) (Reply, int, error) {
 	wait := b.waitFor(ctx)
 	if _, ok := ctx.Deadline(); !ok {
@@ -165,7 +184,7 @@ const batchConcurrency = 8
 // per call, in order: each call through acknowledged, up to batchConcurrency at once; a call
 // that fewer replicas acknowledged than configured fails with an error wrapping
 // locker.ErrUnavailable and ErrNotReplicated, although it ran on the master. Without
-// WithReplicaAck, the caller runs the driver's EvalBatch instead.
+// WithReplicaAck, writeBatch runs the driver's EvalBatch instead.
 func (b *Backend) acknowledgedBatch(ctx context.Context, s *Script, calls []Call) []Result {
 	results := make([]Result, len(calls))
 	sem := make(chan struct{}, batchConcurrency)

@@ -24,15 +24,7 @@ func (b *Backend) Dequeue(ctx context.Context, key, owner string) error {
 		return b.opts.err
 	}
 	keys, args := []string{QueueKey(key), key, FenceKey(key)}, []string{owner, Channel(key)}
-	var (
-		acks int // replicas that acknowledged the dequeue (WithReplicaAck)
-		err  error
-	)
-	if b.opts.acks == 0 {
-		_, err = b.d.Eval(ctx, DequeueScript, keys, args)
-	} else {
-		_, acks, err = b.acknowledged(ctx, DequeueScript, keys, args)
-	}
+	_, acks, err := b.write(ctx, DequeueScript, keys, args) // acks: replicas that acknowledged the dequeue
 	if err != nil {
 		return b.fail(ctx, "dequeue", err)
 	}

@@ -40,16 +40,7 @@ func (b *Backend) HandOff(ctx context.Context, req locker.HandOffRequest) (locke
 		keys = append(keys, FenceKey(req.Key))
 	}
 	args := []string{req.From, req.To, millis(req.TTL), handOffFlags.of(req.Fence)}
-	var (
-		r    Reply
-		acks int // replicas that acknowledged the hand-off (WithReplicaAck)
-		err  error
-	)
-	if b.opts.acks == 0 {
-		r, err = b.d.Eval(ctx, HandOffScript, keys, args)
-	} else {
-		r, acks, err = b.acknowledged(ctx, HandOffScript, keys, args)
-	}
+	r, acks, err := b.write(ctx, HandOffScript, keys, args) // acks: replicas that acknowledged the hand-off
 	if err != nil {
 		return locker.HandOffResult{}, b.fail(ctx, "hand off", err)
 	}

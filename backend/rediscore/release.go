@@ -36,16 +36,7 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 		req.Fresh = false
 	}
 	keys, args := releaseCall(req)
-	var (
-		r    Reply
-		acks int // replicas that acknowledged the release (WithReplicaAck)
-		err  error
-	)
-	if b.opts.acks == 0 {
-		r, err = b.d.Eval(ctx, ReleaseScript, keys, args)
-	} else {
-		r, acks, err = b.acknowledged(ctx, ReleaseScript, keys, args)
-	}
+	r, acks, err := b.write(ctx, ReleaseScript, keys, args) // acks: replicas that acknowledged the release
 	if err != nil {
 		return 0, b.fail(ctx, "release", err)
 	}

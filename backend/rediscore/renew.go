@@ -44,12 +44,7 @@ func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 		}
 		calls[i] = c
 	}
-	var results []Result
-	if b.opts.acks == 0 {
-		results = b.d.EvalBatch(ctx, RenewScript, calls)
-	} else {
-		results = b.acknowledgedBatch(ctx, RenewScript, calls)
-	}
+	results := b.writeBatch(ctx, RenewScript, calls)
 	for i, g := range groups {
 		var res Result
 		if i < len(results) {
