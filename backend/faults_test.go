@@ -104,7 +104,7 @@ func holdsOn(t *testing.T, srv *redistest.Server, key string) map[string]int {
 		owner, _ := fields[i].(string)
 		v, _ := fields[i+1].(string)
 		if owner == "" {
-			marked = v == "locker" // the lock marker (backend/rediscore/lua/lib.lua)
+			marked = v == "locker" || v == "locker:quiet" // the exclusive lock's marks (backend/rediscore/lua/lib.lua)
 			continue
 		}
 		n, err := strconv.Atoi(v)

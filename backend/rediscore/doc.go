@@ -17,8 +17,9 @@
 // The protocol, whichever driver speaks it:
 //
 //   - A lock is a hash at the lock's key: field = owner token, value = hold count, and the
-//     marker field "" = "locker" (held exclusively) or "locker:shared" (held by readers) that
-//     tells a lock from anybody else's hash; the key's TTL is the lease. An exclusive holder
+//     marker field "" = "locker" (held exclusively; "locker:quiet" while nobody else asked for
+//     it, so that its release skips the queue and the notice) or "locker:shared" (held by
+//     readers) that tells a lock from anybody else's hash; the key's TTL is the lease. An exclusive holder
 //     that also has shared holds (a downgrade) has the value "<exclusive>:<shared>". Readers
 //     that overlap each keep a lease of their own, "<holds>@<end>", and the key's TTL runs just
 //     past the latest. Scripts

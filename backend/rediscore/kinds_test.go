@@ -272,15 +272,15 @@ func TestKindsDowngradeToShared(t *testing.T) {
 		if a := e.acquire(t, locker.AcquireRequest{Key: k, Owner: "W", Fresh: true}); a.Holds != 1 {
 			t.Fatalf("Acquire = %+v", a)
 		}
-		e.wantHash(t, k, map[string]string{"": "locker", "W": "1"})
+		e.wantHash(t, k, map[string]string{"": "locker:quiet", "W": "1"})
 		if a := e.acquire(t, locker.AcquireRequest{Key: k, Owner: "W", Reentry: true}); a.Holds != 2 {
 			t.Fatalf("re-entry = %+v, want 2 holds", a)
 		}
-		e.wantHash(t, k, map[string]string{"": "locker", "W": "2"})
+		e.wantHash(t, k, map[string]string{"": "locker:quiet", "W": "2"})
 		if a := e.acquire(t, locker.AcquireRequest{Key: k, Owner: "W", Reentry: true, Shared: true}); a.Holds != 3 {
 			t.Fatalf("downgrade = %+v, want 3 holds", a)
 		}
-		e.wantHash(t, k, map[string]string{"": "locker", "W": "2:1"})
+		e.wantHash(t, k, map[string]string{"": "locker:quiet", "W": "2:1"})
 		if a := e.acquire(t, locker.AcquireRequest{Key: k, Owner: "R", Shared: true}); a.Holds != 0 || a.TTL <= 0 {
 			t.Fatalf("a reader's Acquire while W holds = %+v, want refused with W's lease", a)
 		}

@@ -42,8 +42,18 @@
 -- first outcome while the hold is there; a request taken back (marker 0) is refused with 0.
 -- Either still writes (the lease, or the marker's lifetime): a WAIT after this call, on this
 -- call's connection, then also covers the first call's writes, made on another (replica acks).
-local lock, owner = KEYS[1], ARGV[1]
+-- The fast path, before the library (lib.go: libHere): a fresh owner's new exclusive hold,
+-- without fencing, on a free key whose marker and queue (those passed) do not exist, which one
+-- EXISTS answers: the lock is written QUIET ('locker:quiet', lib.lua), and nothing else is read
+-- or written.
 local flags = ARGV[3]
+if flags:find('n', 1, true) and not flags:find('[rsf]') and redis.call('exists', unpack(KEYS)) == 0 then
+  redis.call('hset', KEYS[1], '', 'locker:quiet', ARGV[1], 1)
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return 1
+end
+-- lib.lua: the definitions used below come here.
+local lock, owner = KEYS[1], ARGV[1]
 local n = 2
 local marker, queue, fence
 if flags:find('m', 1, true) then
@@ -67,7 +77,7 @@ local function reply(holds, token)
 end
 -- Every key is checked before anything is written (lib.lua: prepare): an error leaves everything
 -- as it was. latest is the latest token; 0 without fencing or a counter yet.
-local state, value, done, q, latest = prepare(lock, owner, true, marker, queue, fence)
+local state, value, done, q, latest, quiet = prepare(lock, owner, true, marker, queue, fence)
 if type(state) == 'table' then
   return state
 end
@@ -157,6 +167,9 @@ if admitted then
     redis.call('set', marker, 1, 'px', 20000)
   end
   return reply(1, token)
+end
+if quiet then
+  redis.call('hset', lock, '', MARK) -- refused: its release must read the queue and send a notice
 end
 local wait = q and tonumber(ARGV[4]) or 0
 if wait > 0 then

@@ -4,13 +4,24 @@
 --
 -- A lock is a hash whose marker field '' tells its mode, and whose other fields are its holders'
 -- owner tokens (never empty, so no owner is the marker). Every holder has a lease of its own:
---   - exclusive: '' = 'locker' and one field, the holder W, whose value is "<w>" (its exclusive
---     hold count, a plain integer so that the common path is HINCRBY) or "<w>:<r>" when W also
---     has r shared holds (a downgrade); the key's TTL is W's lease;
+--   - exclusive: '' = 'locker', or 'locker:quiet' (QUIET) for a lock that nobody else asked for
+--     since an acquire's fast path took it, and one field, the holder W, whose value is "<w>" (its
+--     exclusive hold count, a plain integer so that the common path is HINCRBY) or "<w>:<r>" when
+--     W also has r shared holds (a downgrade); the key's TTL is W's lease;
 --   - shared: '' = 'locker:shared' and one field per reader R_i, whose value is "<r_i>", its
 --     shared hold count, when its lease ends with the key's TTL, or "<r_i>@<end_i>" with the end
 --     of its own lease (readReaders has the rules): each reader's calls set its own lease alone.
 -- An owner can only be added to a free key, or as a reader to a key in shared mode.
+--
+-- QUIET lets the common release skip what nobody needs (release.lua's fast path): only the
+-- acquire's fast path writes it, for a fresh owner (locker.AcquireRequest.Fresh: it never held
+-- the key, and never takes it again once its holds are gone) on a free key whose queue and marker
+-- do not exist, and it stays while only its holder's calls come. Any refused request turns it to
+-- 'locker' (a refused request may wait for a notice, or have put an entry in the queue), and so
+-- does any release that leaves its owner holds (so that this release, sent again, is not taken
+-- for its owner's last one). So a QUIET lock has no live queue entry and no subscriber to wake,
+-- and a fresh owner's release that finds its one exclusive hold there is the first send of the
+-- release of its last hold.
 --
 -- A lock's companion keys (see keys.go) are its request markers and its fencing counter
 -- (FenceKey), which hold decimal integers, and its wait queue (QueueKey): a hash whose
@@ -29,6 +40,7 @@
 -- queue. The queue's TTL is kept at its latest deadline, so that a queue of dead entries
 -- vanishes by itself.
 local MARK = 'locker'
+local QUIET = 'locker:quiet'
 local SHARED = 'locker:shared'
 -- wrongType reports whether a reply of redis.pcall is the error of a key of another type (any
 -- other error, NOPERM say, is returned as it is).
@@ -37,11 +49,11 @@ local function wrongType(reply)
 end
 -- lockState returns the lock's mode at key — 'free' when the key does not exist, 'exclusive' or
 -- 'shared' when it holds a lock in that mode — and, with owner and in exclusive mode, owner's
--- field (false when it has none: in shared mode, ask readers); or an error reply to return. The
--- scripts ask it before they write anything (those that write companions too, through prepare),
--- so that a key of another type, or a hash of somebody else's, is left exactly as it is. probe
--- says that the key is most likely free (an acquire): EXISTS answers that alone, in one call
--- instead of two.
+-- field (false when it has none: in shared mode, ask readers), and whether the lock is QUIET; or
+-- an error reply to return. The scripts ask it before they write anything (those that write
+-- companions too, through prepare), so that a key of another type, or a hash of somebody else's,
+-- is left exactly as it is. probe says that the key is most likely free (an acquire): EXISTS
+-- answers that alone, in one call instead of two.
 local function lockState(key, owner, probe)
   if probe and redis.call('exists', key) == 0 then
     return 'free', false
@@ -54,7 +66,7 @@ local function lockState(key, owner, probe)
     return mark
   end
   local state
-  if mark == MARK then
+  if mark == MARK or mark == QUIET then
     state = 'exclusive'
   elseif mark == SHARED then
     state = 'shared'
@@ -63,7 +75,7 @@ local function lockState(key, owner, probe)
   else
     return redis.error_reply('NOTALOCK the key holds a hash without the lock marker')
   end
-  return state, state == 'exclusive' and owner and redis.call('hget', key, owner)
+  return state, state == 'exclusive' and owner and redis.call('hget', key, owner), mark == QUIET
 end
 -- readReaders reads the lock in shared mode at key (lockState said so), for writeReaders: a table
 -- {key, holds (owner -> its shared holds, for each reader whose lease runs), ends (owner -> the
@@ -415,18 +427,19 @@ end
 -- (loadQueue) and the fencing counter at fence (counter). With onGrant, the counter is read only
 -- when a grant to the head of the queue would draw a token from it (a release that frees the key:
 -- see grant). It returns the lock's state and owner's field (lockState), the marker's value (nil
--- when not passed, false when the marker does not exist), the queue (nil when not passed) and the
--- latest fencing token (0 without a counter, or when it is not read); or, for the first key that
--- is not what the scripts write, an error reply as its first value.
+-- when not passed, false when the marker does not exist), the queue (nil when not passed), the
+-- latest fencing token (0 without a counter, or when it is not read) and whether the lock is
+-- QUIET; or, for the first key that is not what the scripts write, an error reply as its first
+-- value.
 local function prepare(lock, owner, probe, marker, queue, fence, onGrant)
-  local state, value, q
+  local state, value, q, quiet
   local present = probe and queue and redis.call('exists', lock, queue)
   if present == 0 then
     -- Neither the lock nor its queue exists (an acquire on a free key): one call says so.
     state, value, q = 'free', false, {key = queue, exists = false, entries = {}, granted = {}, dead = {}}
   else
     -- With queue, the two-key probe answered 1 or 2: the lock may exist, so ask it.
-    state, value = lockState(lock, owner, probe and not present)
+    state, value, quiet = lockState(lock, owner, probe and not present)
     if type(state) == 'table' then
       return state
     end
@@ -447,7 +460,7 @@ local function prepare(lock, owner, probe, marker, queue, fence, onGrant)
       return latest
     end
   end
-  return state, value, done, q, tonumber(latest) or 0
+  return state, value, done, q, tonumber(latest) or 0, quiet
 end
 -- free deletes the lock, whose last hold was just removed, and sends a release notice; with q,
 -- it first grants the key to the head of the queue if it asked for that (grant: fence and latest

@@ -31,8 +31,26 @@
 -- A take-back leaves the acquire's marker at 0, so that the acquire, if it arrives later, is
 -- refused; it removes the hold the acquire added: one hold of the kind named, or a fresh
 -- owner's every hold.
-local lock, owner = KEYS[1], ARGV[1]
+-- The fast path, before the library (lib.go: libHere): a fresh owner's release of an exclusive
+-- hold that finds the lock QUIET ('locker:quiet', lib.lua) with the owner's one exclusive hold is
+-- the first send of the release of its last hold, and nobody waits: it writes the marker of
+-- ARGV[4] ms (if any) where no key is (else the path below reads what is there), deletes the lock,
+-- and sends no notice nor reads the queue. Sent again, it finds the owner gone, and the path
+-- below reads the marker.
 local flags = ARGV[3]
+if flags:find('n', 1, true) and not flags:find('[us]') then
+  local f = redis.pcall('hgetall', KEYS[1]) -- a key of another type: the path below says so
+  if #f == 4 and ((f[1] == '' and f[2] == 'locker:quiet' and f[3] == ARGV[1] and f[4] == '1')
+      or (f[3] == '' and f[4] == 'locker:quiet' and f[1] == ARGV[1] and f[2] == '1')) then
+    local window = tonumber(ARGV[4] or '0')
+    if window == 0 or not flags:find('m', 1, true) or redis.call('set', KEYS[2], 0, 'px', window, 'nx') then
+      redis.call('del', KEYS[1])
+      return 0
+    end
+  end
+end
+-- lib.lua: the definitions used below come here.
+local lock, owner = KEYS[1], ARGV[1]
 local marker = flags:find('m', 1, true) and KEYS[2]
 local queue, fence
 if flags:find('q', 1, true) then
@@ -93,11 +111,8 @@ if marker and not undo and life > 0 then
 end
 if state == 'exclusive' then
   if w > 0 then
-    if r == 0 and not shared then
-      redis.call('hincrby', lock, owner, -1)
-    else
-      redis.call('hset', lock, owner, exclusiveValue(w, r))
-    end
+    -- A QUIET lock stops being one: this release, sent again, must find its marker.
+    redis.call('hset', lock, '', MARK, owner, exclusiveValue(w, r))
     return w + r
   end
   if r > 0 then

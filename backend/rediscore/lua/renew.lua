@@ -11,7 +11,7 @@ for i, key in ipairs(KEYS) do
   local owner, lease = ARGV[2 * i - 1], ARGV[2 * i]
   local mark = redis.pcall('hget', key, '')
   renewed[i] = 0
-  if mark == MARK and redis.call('hexists', key, owner) == 1 then
+  if (mark == MARK or mark == QUIET) and redis.call('hexists', key, owner) == 1 then
     redis.call('pexpire', key, lease)
     renewed[i] = 1
   elseif mark == SHARED then
