@@ -82,14 +82,15 @@ type Locker interface {
 	// whether there was a lock to delete. A key that is not a lock is left as it is (ErrNotALock).
 	ForceRelease(ctx context.Context, key string) (bool, error)
 
-	// Subscribe starts listening for release notices of key: after every release to zero and
-	// every forced release of key, at least one value is sent on notices (sends never block:
-	// notices that arrive while one is pending are merged). A notice may also be sent without a
-	// release (after a reconnect, say), so the receiver must check the lock again; notices can be
-	// missed, so the receiver must also wake on a timer. Subscribe returns once the subscription
-	// is active, so a release after it returns is noticed. cancel ends the subscription and may
-	// be called more than once. A backend without notices returns an error wrapping
-	// errors.ErrUnsupported, and the Client falls back to timers.
+	// Subscribe starts listening for release notices of key: after every forced release of key,
+	// and every release to zero of a lock that was refused to some request since it was taken
+	// (a waiter subscribes, then asks again before it waits), at least one value is sent on
+	// notices (sends never block: notices that arrive while one is pending are merged). A notice
+	// may also be sent without a release (after a reconnect, say), so the receiver must check the
+	// lock again; notices can be missed, so the receiver must also wake on a timer. Subscribe
+	// returns once the subscription is active. cancel ends the subscription and may be called
+	// more than once. A backend without notices returns an error wrapping errors.ErrUnsupported,
+	// and the Client falls back to timers.
 	Subscribe(ctx context.Context, key string) (notices <-chan struct{}, cancel func(), err error)
 }
 
