@@ -20,9 +20,9 @@ import (
 // token, but Lease.Owner returns it: do not record it.
 type Observer struct {
 	// Start is called when a Lock, TryLock, RLock or TryRLock call starts. The ctx it returns
-	// (ctx or one derived from it; nil: ctx) is the call's from then on: the backend's calls and
-	// Lock get it, so a span started here parents the backend's spans. The Lease's context keeps
-	// the values of the caller's ctx, not of Start's. Default nil.
+	// (one derived from ctx; nil: ctx, at no cost) is the call's from then on: the backend's
+	// calls and Lock get it, so a span started here parents the backend's spans. The Lease's
+	// context keeps the values of the caller's ctx, not of Start's. Default nil.
 	Start func(ctx context.Context, e StartEvent) context.Context
 	// Lock is called at the return of every Lock, TryLock, RLock and TryRLock. Default nil.
 	Lock func(ctx context.Context, e LockEvent)
@@ -214,10 +214,14 @@ func chain(f, g func(context.Context, StartEvent) context.Context) func(context.
 		return f
 	}
 	return func(ctx context.Context, e StartEvent) context.Context {
-		if c := f(ctx, e); c != nil {
+		c := f(ctx, e)
+		if c != nil {
 			ctx = c
 		}
-		return g(ctx, e)
+		if d := g(ctx, e); d != nil {
+			return d
+		}
+		return c
 	}
 }
 
@@ -242,13 +246,14 @@ func (o *observers) started(ctx context.Context, key string, shared, try bool) (
 	if o.Start == nil {
 		return ctx, lock
 	}
-	if s := o.Start(lock, StartEvent{Key: key, Shared: shared, Try: try}); s != nil {
-		lock = s
+	s := o.Start(lock, StartEvent{Key: key, Shared: shared, Try: try})
+	switch {
+	case s == nil:
+		return ctx, lock
+	case ctx == nil:
+		return nil, s
 	}
-	if ctx == nil {
-		return nil, lock
-	}
-	return &startedCtx{Context: lock, caller: ctx}, lock
+	return &startedCtx{Context: s, caller: ctx}, s
 }
 
 // startedCtx is the ctx of a lock call after Observer.Start: Start's ctx, which also gives back

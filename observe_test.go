@@ -383,7 +383,8 @@ func TestObserverStart(t *testing.T) {
 }
 
 // An Observer costs the Lock+Unlock path no allocation of its own (events carry no context
-// the Lease would have to make); Start costs one (the ctx that gives back the caller's).
+// the Lease would have to make); a Start that returns a ctx costs one (the ctx that gives back
+// the caller's), one that returns nil none.
 func TestObserverAllocations(t *testing.T) {
 	count := func(o *locker.Observer) float64 {
 		var opts []locker.Option
@@ -412,8 +413,13 @@ func TestObserverAllocations(t *testing.T) {
 	if n := count(&all); n != none {
 		t.Errorf("%v allocations per Lock+Unlock with an Observer, %v without", n, none)
 	}
-	all.Start = func(ctx context.Context, _ locker.StartEvent) context.Context { return ctx }
+	all.Start = func(context.Context, locker.StartEvent) context.Context { return nil }
+	if n := count(&all); n != none {
+		t.Errorf("%v allocations per Lock+Unlock with a Start that keeps ctx, %v without", n, none)
+	}
+	span := context.WithValue(context.Background(), ctxKey("span"), "s")
+	all.Start = func(context.Context, locker.StartEvent) context.Context { return span }
 	if n := count(&all); n != none+1 {
-		t.Errorf("%v allocations per Lock+Unlock with an Observer's Start, want %v", n, none+1)
+		t.Errorf("%v allocations per Lock+Unlock with a Start that gives a ctx, want %v", n, none+1)
 	}
 }
