@@ -81,9 +81,9 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 	return func(c *config) { c.attrs = append(c.attrs, attrs...) }
 }
 
-// WithSpans sets whether the Observer makes a span of every lock call (see NewObserver). Spans
-// cost more than metrics (about twice the adapter's time per Lock: docs/observability.md); a
-// program that samples no traces saves it with WithSpans(false). Default true.
+// WithSpans sets whether the Observer makes a span of every lock call, and an event on the
+// caller's span at a lost lease (see NewObserver). A sampled span costs about twice what the
+// metrics do (docs/observability.md). Default true.
 func WithSpans(on bool) Option {
 	return func(c *config) { c.noSpan = !on }
 }
