@@ -83,6 +83,21 @@ func (c *Client) Inspect(ctx context.Context, key string) (State, error) {
 // other holders learn of it at their next renewal. A key that holds something else than a lock
 // is left as it is, with an error wrapping ErrNotALock.
 func (c *Client) ForceUnlock(ctx context.Context, key string) (bool, error) {
+	o := c.cfg.obs
+	if o == nil || o.ForceUnlock == nil {
+		return c.forceUnlock(ctx, key)
+	}
+	start := time.Now()
+	removed, err := c.forceUnlock(ctx, key)
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	o.ForceUnlock(ctx, ForceUnlockEvent{Key: key, Removed: removed, Duration: time.Since(start), Err: err})
+	return removed, err
+}
+
+// forceUnlock is ForceUnlock, without the Observer.
+func (c *Client) forceUnlock(ctx context.Context, key string) (bool, error) {
 	full, err := c.check(ctx, key, c.cfg)
 	if err != nil {
 		return false, display.Errorf("locker: force unlock %s: %w", display.Key(key), err)

@@ -240,7 +240,7 @@ func (l *Lease) lose(why LostCause) {
 	if !l.lost {
 		l.lost = true
 		if o := l.client.cfg.obs; o != nil && o.Lost != nil {
-			o.Lost(l.Context(), LostEvent{Lease: l, Cause: why, Held: sinceEpoch() - l.granted})
+			o.Lost(&l.values, LostEvent{Lease: l, Cause: why, Held: sinceEpoch() - l.granted})
 		}
 	}
 	l.end(ErrLockLost)

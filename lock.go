@@ -60,11 +60,15 @@ func (c *Client) TryRLock(ctx context.Context, key string, opts ...Option) (*Lea
 // obtainObserved is obtain, reported to the Client's Observer when it has one.
 func (c *Client) obtainObserved(ctx context.Context, key string, opts []Option, wait, shared bool) (*Lease, error) {
 	o := c.cfg.obs
-	if o == nil || o.Lock == nil {
+	if o == nil || (o.Lock == nil && o.Start == nil) {
 		return c.obtain(ctx, key, opts, wait, shared)
 	}
 	start := time.Now()
-	l, err := c.obtain(ctx, key, opts, wait, shared)
+	callCtx, lockCtx := o.started(ctx, key, shared, !wait)
+	l, err := c.obtain(callCtx, key, opts, wait, shared)
+	if o.Lock == nil {
+		return l, err
+	}
 	e := LockEvent{Key: key, Shared: shared, Try: !wait, Wait: time.Since(start), Lease: l, Err: err}
 	switch {
 	case err == nil && l.holds > 1:
@@ -80,10 +84,7 @@ func (c *Client) obtainObserved(ctx context.Context, key string, opts []Option, 
 	default:
 		e.Outcome = Failed
 	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	o.Lock(ctx, e)
+	o.Lock(lockCtx, e)
 	return l, err
 }
 
@@ -630,6 +631,7 @@ func (c *Client) newLease(ctx context.Context, r *request, res Acquisition, sent
 	l.values = leaseValues{parent: ctx, lease: l}
 	if c.cfg.obs != nil {
 		l.granted = sinceEpoch()
+		l.values.parent = c.cfg.obs.callerCtx(ctx) // not a span of Observer.Start, which ends with Lock
 	}
 	r.releaseID = "" // one lease's: another lease of r (none is handed out) makes its own
 	if !cfg.renew {

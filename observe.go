@@ -14,11 +14,16 @@ import (
 // with WithObserver; each field may be nil. Default: none, and a Client without one does no work
 // and no allocation for it. The funcs are called synchronously, each at the event its field's
 // doc names; Lost while the Client's internal lock is held. So every func must be quick, safe for
-// concurrent use, and must not call the Client or Unlock. ctx is the call's ctx for Lock, the
-// Lease's context for Unlock and Lost (it carries Lock's ctx's values: trace data), and
-// context.Background for Renew. Events carry no owner token, but Lease.Owner returns it: do
-// not record it.
+// concurrent use, and must not call the Client or Unlock. ctx is what Start returned for Lock;
+// for Unlock and Lost, the values of the Lease's context (Lock's ctx's: trace data), never
+// ending; ForceUnlock's ctx for ForceUnlock; context.Background for Renew. Events carry no owner
+// token, but Lease.Owner returns it: do not record it.
 type Observer struct {
+	// Start is called when a Lock, TryLock, RLock or TryRLock call starts. The ctx it returns
+	// (one derived from ctx; nil: ctx, at no cost) is the call's from then on: the backend's
+	// calls and Lock get it, so a span started here parents the backend's spans. The Lease's
+	// context keeps the values of the caller's ctx, not of Start's. Default nil.
+	Start func(ctx context.Context, e StartEvent) context.Context
 	// Lock is called at the return of every Lock, TryLock, RLock and TryRLock. Default nil.
 	Lock func(ctx context.Context, e LockEvent)
 	// Unlock is called at the return of every Unlock that releases a hold (not a second Unlock
@@ -29,6 +34,17 @@ type Observer struct {
 	// Lost is called once per lost Lease, just before its context ends with ErrLockLost (a fixed
 	// lease's may have ended at its deadline already), with the Client's lock held. Default nil.
 	Lost func(ctx context.Context, e LostEvent)
+	// ForceUnlock is called at the return of every ForceUnlock, after the Lost of the leases of
+	// this Client it ended. Default nil.
+	ForceUnlock func(ctx context.Context, e ForceUnlockEvent)
+}
+
+// StartEvent reports the start of a Lock, TryLock, RLock or TryRLock call (see Observer.Start).
+type StartEvent struct {
+	// Key is the key as the caller passed it, without the key prefix (see LockEvent.Key).
+	Key string
+	// Shared reports RLock or TryRLock; Try, TryLock or TryRLock (a call that does not wait).
+	Shared, Try bool
 }
 
 // LockEvent reports one Lock, TryLock, RLock or TryRLock call, at its return.
@@ -94,7 +110,21 @@ type UnlockEvent struct {
 	// Lost reports that Observer.Lost was called for this lease before (its Unlock then
 	// usually fails with ErrNotHeld): a count of held leases already counted it out.
 	Lost bool
+	// Duration is the time of the Unlock call, from its call to its return.
+	Duration time.Duration
 	// Err is Unlock's error, nil when the hold was released.
+	Err error
+}
+
+// ForceUnlockEvent reports one ForceUnlock call, at its return.
+type ForceUnlockEvent struct {
+	// Key is the key as the caller passed it, without the key prefix (see LockEvent.Key).
+	Key string
+	// Removed reports that there was a lock to delete (ForceUnlock's bool).
+	Removed bool
+	// Duration is the time from the call to its return.
+	Duration time.Duration
+	// Err is the call's error.
 	Err error
 }
 
@@ -166,11 +196,33 @@ func (o *observers) join(p Observer, log *slog.Logger) *observers {
 		log = o.log
 	}
 	return &observers{Observer: Observer{
-		Lock:   both(o.Lock, p.Lock),
-		Unlock: both(o.Unlock, p.Unlock),
-		Renew:  both(o.Renew, p.Renew),
-		Lost:   both(o.Lost, p.Lost),
+		Start:       chain(o.Start, p.Start),
+		Lock:        both(o.Lock, p.Lock),
+		Unlock:      both(o.Unlock, p.Unlock),
+		Renew:       both(o.Renew, p.Renew),
+		Lost:        both(o.Lost, p.Lost),
+		ForceUnlock: both(o.ForceUnlock, p.ForceUnlock),
 	}, log: log}
+}
+
+// chain is both for Start: g gets the ctx f returned.
+func chain(f, g func(context.Context, StartEvent) context.Context) func(context.Context, StartEvent) context.Context {
+	switch {
+	case f == nil:
+		return g
+	case g == nil:
+		return f
+	}
+	return func(ctx context.Context, e StartEvent) context.Context {
+		c := f(ctx, e)
+		if c != nil {
+			ctx = c
+		}
+		if d := g(ctx, e); d != nil {
+			return d
+		}
+		return c
+	}
 }
 
 func both[E any](f, g func(context.Context, E)) func(context.Context, E) {
@@ -181,6 +233,57 @@ func both[E any](f, g func(context.Context, E)) func(context.Context, E) {
 		return f
 	}
 	return func(ctx context.Context, e E) { f(ctx, e); g(ctx, e) }
+}
+
+// started calls Start, when there is one, for a lock call with ctx (nil: Background for the
+// Observer; the call still gets nil, which it reports). It returns the ctx for the call and the
+// ctx for Lock: Start's, and ctx without Start.
+func (o *observers) started(ctx context.Context, key string, shared, try bool) (call, lock context.Context) {
+	lock = ctx
+	if lock == nil {
+		lock = context.Background()
+	}
+	if o.Start == nil {
+		return ctx, lock
+	}
+	s := o.Start(lock, StartEvent{Key: key, Shared: shared, Try: try})
+	switch {
+	case s == nil:
+		return ctx, lock
+	case ctx == nil:
+		return nil, s
+	}
+	return &startedCtx{Context: s, caller: ctx}, s
+}
+
+// startedCtx is the ctx of a lock call after Observer.Start: Start's ctx, which also gives back
+// the caller's ctx, whose values the Lease's context keeps (not a span Start made, which ends
+// with the call).
+type startedCtx struct {
+	context.Context
+	caller context.Context
+}
+
+// startedKey is the context key under which a startedCtx gives itself.
+type startedKey struct{}
+
+func (s *startedCtx) Value(key any) any {
+	if _, ok := key.(startedKey); ok {
+		return s
+	}
+	return s.Context.Value(key)
+}
+
+// callerCtx returns the ctx that a lock call whose ctx is ctx was given: ctx without what
+// Observer.Start added.
+func (o *observers) callerCtx(ctx context.Context) context.Context {
+	if o.Start == nil {
+		return ctx
+	}
+	if s, ok := ctx.Value(startedKey{}).(*startedCtx); ok {
+		return s.caller
+	}
+	return ctx
 }
 
 // epoch is the origin of sinceEpoch.

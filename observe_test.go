@@ -53,7 +53,7 @@ func (r *recorder) observer() locker.Observer {
 			r.add("renew holds=%d renewed=%d gone=%d failed=%d err=%v", e.Holds, e.Renewed, e.Gone, e.Failed, e.Err != nil)
 		},
 		Lost: func(ctx context.Context, e locker.LostEvent) {
-			if ctx.Err() != nil { // these tests' leases are renewed: their contexts end after Lost
+			if e.Lease.Context().Err() != nil { // these tests' leases are renewed: their contexts end after Lost
 				r.add("lost after its context ended: %v", context.Cause(ctx))
 			}
 			r.add("lost %s %v held=%v", e.Lease.Key(), e.Cause, e.Held)
@@ -268,4 +268,158 @@ func TestObserverExpiredAndLogger(t *testing.T) {
 			t.Errorf("log has the owner's token:\n%s", logged)
 		}
 	})
+}
+
+// ctxKey is a context key of the tests below.
+type ctxKey string
+
+// seeing is a backend that records the value under ctxKey("span") of the ctx of every Acquire
+// and Release, and makes each Release take 50ms.
+type seeing struct {
+	locker.Locker
+	r *recorder
+}
+
+func (s *seeing) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
+	s.r.add("acquire span=%v request=%v", ctx.Value(ctxKey("span")), ctx.Value(ctxKey("request")))
+	return s.Locker.Acquire(ctx, req)
+}
+
+func (s *seeing) Release(ctx context.Context, req locker.ReleaseRequest) (int, error) {
+	s.r.add("release span=%v request=%v", ctx.Value(ctxKey("span")), ctx.Value(ctxKey("request")))
+	time.Sleep(50 * time.Millisecond)
+	return s.Locker.Release(ctx, req)
+}
+
+// Start's ctx is the call's: the backend and Lock get it (two Observers' Starts chain), while
+// the Lease's context, Unlock's backend calls, and the Unlock and Lost events keep the caller's
+// values only. Unlock reports its own duration; ForceUnlock reports itself.
+func TestObserverStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var r recorder
+		starts := func(name string) locker.Observer {
+			return locker.Observer{
+				Start: func(ctx context.Context, e locker.StartEvent) context.Context {
+					r.add("start %s %s shared=%v try=%v span=%v", name, e.Key, e.Shared, e.Try, ctx.Value(ctxKey("span")))
+					return context.WithValue(ctx, ctxKey("span"), name)
+				},
+				Lock: func(ctx context.Context, e locker.LockEvent) {
+					r.add("lock %s %s %v span=%v", name, e.Key, e.Outcome, ctx.Value(ctxKey("span")))
+				},
+			}
+		}
+		c := locker.New(&seeing{Locker: memory.New(), r: &r}, locker.WithObserver(starts("a")), locker.WithObserver(starts("b")),
+			locker.WithObserver(locker.Observer{
+				Unlock: func(ctx context.Context, e locker.UnlockEvent) {
+					r.add("unlock %s duration=%v span=%v request=%v", e.Lease.Key(), e.Duration, ctx.Value(ctxKey("span")), ctx.Value(ctxKey("request")))
+				},
+				Lost: func(ctx context.Context, e locker.LostEvent) {
+					r.add("lost %s span=%v request=%v", e.Lease.Key(), ctx.Value(ctxKey("span")), ctx.Value(ctxKey("request")))
+				},
+				ForceUnlock: func(ctx context.Context, e locker.ForceUnlockEvent) {
+					r.add("force %s removed=%v err=%v request=%v", e.Key, e.Removed, e.Err, ctx.Value(ctxKey("request")))
+				},
+			}))
+		defer c.Close()
+		ctx := context.WithValue(context.Background(), ctxKey("request"), "r1")
+
+		l, err := c.Lock(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := l.Context().Value(ctxKey("span")); v != nil {
+			t.Errorf("the lease's context has Start's value %v", v)
+		}
+		if v := l.Context().Value(ctxKey("request")); v != "r1" {
+			t.Errorf("the lease's context has the caller's value %v, want r1", v)
+		}
+		expectLines(t, &r,
+			"start a k shared=false try=false span=<nil>",
+			"start b k shared=false try=false span=a",
+			"acquire span=b request=r1",
+			"lock a k acquired span=b",
+			"lock b k acquired span=b",
+		)
+		in, err := c.TryLock(l.Context(), "k") // a re-entry through Start's ctx
+		if err != nil || in.Holds() != 2 {
+			t.Fatal(in, err)
+		}
+		if err := in.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+		expectLines(t, &r,
+			"start a k shared=false try=true span=<nil>",
+			"start b k shared=false try=true span=a",
+			"acquire span=b request=r1",
+			"lock a k reentered span=b",
+			"lock b k reentered span=b",
+			"release span=<nil> request=r1",
+			"unlock k duration=50ms span=<nil> request=r1",
+		)
+
+		if removed, err := c.ForceUnlock(ctx, "k"); !removed || err != nil {
+			t.Fatal(removed, err)
+		}
+		if removed, err := c.ForceUnlock(ctx, "none"); removed || err != nil {
+			t.Fatal(removed, err)
+		}
+		expectLines(t, &r,
+			"lost k span=<nil> request=r1",
+			"force k removed=true err=<nil> request=r1",
+			"force none removed=false err=<nil> request=r1",
+		)
+
+		//lint:ignore SA1012 a nil ctx is what this checks
+		if _, err := c.Lock(nil, "k"); !errors.Is(err, locker.ErrInvalid) {
+			t.Fatal(err)
+		}
+		expectLines(t, &r,
+			"start a k shared=false try=false span=<nil>",
+			"start b k shared=false try=false span=a",
+			"lock a k error span=b",
+			"lock b k error span=b",
+		)
+	})
+}
+
+// An Observer costs the Lock+Unlock path no allocation of its own (events carry no context
+// the Lease would have to make); a Start that returns a ctx costs one (the ctx that gives back
+// the caller's), one that returns nil none.
+func TestObserverAllocations(t *testing.T) {
+	count := func(o *locker.Observer) float64 {
+		var opts []locker.Option
+		if o != nil {
+			opts = append(opts, locker.WithObserver(*o))
+		}
+		c := locker.New(memory.New(), opts...)
+		defer c.Close()
+		ctx := context.Background()
+		return testing.AllocsPerRun(200, func() {
+			l, err := c.Lock(ctx, "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Unlock(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	none := count(nil)
+	all := locker.Observer{
+		Lock:   func(context.Context, locker.LockEvent) {},
+		Unlock: func(context.Context, locker.UnlockEvent) {},
+		Lost:   func(context.Context, locker.LostEvent) {},
+	}
+	if n := count(&all); n != none {
+		t.Errorf("%v allocations per Lock+Unlock with an Observer, %v without", n, none)
+	}
+	all.Start = func(context.Context, locker.StartEvent) context.Context { return nil }
+	if n := count(&all); n != none {
+		t.Errorf("%v allocations per Lock+Unlock with a Start that keeps ctx, %v without", n, none)
+	}
+	span := context.WithValue(context.Background(), ctxKey("span"), "s")
+	all.Start = func(context.Context, locker.StartEvent) context.Context { return span }
+	if n := count(&all); n != none+1 {
+		t.Errorf("%v allocations per Lock+Unlock with a Start that gives a ctx, want %v", n, none+1)
+	}
 }

@@ -235,9 +235,9 @@ func WithFair() Option {
 	return func(c *config) { c.fair = true }
 }
 
-// WithObserver makes the Client report its lock calls, unlocks, renewals and lost leases to o
-// (see Observer). Given more than once, every Observer is called, in order. It applies to the
-// Client (in New); given to a single call, it is ignored. Default: none.
+// WithObserver makes the Client report its lock calls, unlocks, renewals, lost leases and force
+// unlocks to o (see Observer). Given more than once, every Observer is called, in order. It
+// applies to the Client (in New); given to a single call, it is ignored. Default: none.
 func WithObserver(o Observer) Option {
 	return func(c *config) { c.obs = c.obs.join(o, nil) }
 }

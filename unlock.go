@@ -29,6 +29,10 @@ func (l *Lease) Unlock() error {
 	if !l.unlocked.CompareAndSwap(false, true) {
 		return display.Errorf("locker: unlock %s: already unlocked: %w", display.Key(l.key), ErrNotHeld)
 	}
+	var began time.Duration
+	if l.client.cfg.obs != nil {
+		began = sinceEpoch()
+	}
 	l.end(nil)
 	// The release keeps the values of the lease's context (tracing) but not its end: l.values is
 	// the parent of l.ctx, without cancellation (context.WithoutCancel, with no allocation), and
@@ -54,15 +58,17 @@ func (l *Lease) Unlock() error {
 		err = display.Errorf("locker: unlock %s: %w", display.Key(l.key), err)
 	}
 	if obs := l.client.cfg.obs; obs != nil {
-		l.observeUnlock(obs, err)
+		l.observeUnlock(obs, began, err)
 	}
 	return err
 }
 
-// observeUnlock reports l's Unlock, which returns err.
-func (l *Lease) observeUnlock(o *observers, err error) {
+// observeUnlock reports l's Unlock, which began at began (sinceEpoch) and returns err. Its ctx
+// is the values of l's context, which need no allocation (l.Context may make it).
+func (l *Lease) observeUnlock(o *observers, began time.Duration, err error) {
 	if o.Unlock != nil {
-		o.Unlock(l.Context(), UnlockEvent{Lease: l, Held: sinceEpoch() - l.granted, Lost: l.lost, Err: err})
+		now := sinceEpoch()
+		o.Unlock(&l.values, UnlockEvent{Lease: l, Held: now - l.granted, Duration: now - began, Lost: l.lost, Err: err})
 	}
 }
 

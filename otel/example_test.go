@@ -38,13 +38,13 @@ func Example() {
 		panic(err)
 	}
 	for _, m := range rm.ScopeMetrics[0].Metrics {
-		if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "locker.lock.acquisitions" {
-			for _, p := range sum.DataPoints {
+		if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == "locker.lock.wait.duration" {
+			for _, p := range h.DataPoints {
 				label, _ := p.Attributes.Value(lockerotel.LabelKey)
 				outcome, _ := p.Attributes.Value(lockerotel.OutcomeKey)
-				fmt.Println(m.Name, label.AsString(), outcome.AsString(), p.Value)
+				fmt.Println(m.Name, label.AsString(), outcome.AsString(), p.Count)
 			}
 		}
 	}
-	// Output: locker.lock.acquisitions invoice acquired 1
+	// Output: locker.lock.wait.duration invoice acquired 1
 }

@@ -1,64 +1,48 @@
 // Package lockerotel records OpenTelemetry metrics and spans of a locker.Client: how long callers
-// wait for locks and hold them, acquisitions by outcome, held and lost leases, and the watchdog's
-// renewals. It is a module of its own (github.com/hashlock/locker/otel), so that a user of the
-// locker module who does not import it downloads no OpenTelemetry code.
+// wait for locks and hold them, how many wait now, leases active and lost, unlocks, force unlocks
+// and the watchdog's renewals, with error.type on failures; and a span of every lock call. It is a
+// module of its own (github.com/hashlock/locker/otel), so that a user of the locker module who
+// does not import it downloads no OpenTelemetry code.
 //
 //	obs, err := lockerotel.NewObserver()
 //	if err != nil { ... }
 //	client := locker.New(backend, locker.WithObserver(obs))
 //
 // Instruments, units and attributes are listed in docs/observability.md of the locker repository
-// and at NewObserver. Attributes stay low-cardinality by default: a lock's key is never one
-// unless WithKeyLabel maps keys to labels.
+// and at NewObserver. Attributes stay bounded by default: a lock's key is never one, and the
+// labels WithKeyLabel makes of keys are capped (WithKeyLabelLimit).
 package lockerotel
 
 import (
-	"context"
 	"fmt"
-	"time"
+	"runtime/debug"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hashlock/locker"
 )
 
-// ScopeName is the instrumentation scope of the meter and the tracer.
+// ScopeName is the instrumentation scope of the meter and the tracer. The scope's version is
+// this module's, as the program's build records it.
 const ScopeName = "github.com/hashlock/locker/otel"
 
-// DefaultSpanThreshold is the shortest wait of a lock call that gets a span, without
-// WithSpanThreshold.
-const DefaultSpanThreshold = 100 * time.Millisecond
-
-// Attribute keys.
-const (
-	// KindKey is "exclusive" (Lock, TryLock) or "shared" (RLock, TryRLock).
-	KindKey = attribute.Key("locker.kind")
-	// TryKey is true for TryLock and TryRLock (calls that do not wait).
-	TryKey = attribute.Key("locker.try")
-	// OutcomeKey is a lock call's outcome: locker.Outcome's String ("acquired", "reentered",
-	// "not_obtained", "canceled", "error").
-	OutcomeKey = attribute.Key("locker.outcome")
-	// CauseKey is how a lease was lost: locker.LostCause's String ("expired", "gone", "forced").
-	CauseKey = attribute.Key("locker.lost.cause")
-	// RenewalKey is a renewed hold's outcome: "renewed", "gone" or "failed".
-	RenewalKey = attribute.Key("locker.renewal.outcome")
-	// LabelKey is the label WithKeyLabel's function gives a key; absent without it, or when the
-	// function returns "".
-	LabelKey = attribute.Key("locker.key.label")
-)
+// DefaultKeyLabelLimit is the number of distinct key labels an Observer records, without
+// WithKeyLabelLimit.
+const DefaultKeyLabelLimit = 100
 
 // An Option configures NewObserver.
 type Option func(*config)
 
 type config struct {
-	mp        metric.MeterProvider
-	tp        trace.TracerProvider
-	label     func(key string) string
-	threshold time.Duration
+	mp     metric.MeterProvider
+	tp     trace.TracerProvider
+	label  func(key string) string
+	limit  int
+	noSpan bool
+	attrs  []attribute.KeyValue
 }
 
 // WithMeterProvider sets where the metrics go. Default: otel.GetMeterProvider(), the global one
@@ -72,59 +56,48 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) { c.tp = tp }
 }
 
-// WithKeyLabel adds the attribute locker.key.label to every metric and span of a lock, with the
-// value label(key) (key as passed to Lock, without the Client's key prefix); "" adds none. The
-// function must be fast, safe for concurrent use, and give few distinct values: every label
-// makes a time series of every instrument (see KeyPrefix). Default: no key attribute at all; the
-// raw key is never one.
+// WithKeyLabel adds the attribute locker.key.label, with the value label(key) (key as passed to
+// Lock, without the Client's key prefix; "" adds none), to every metric of a lock and to spans,
+// and lets span statuses carry error messages (which name the key). Every label makes a time
+// series of every instrument: the function must give few values (a kind of lock, not an
+// instance: see KeyPrefix, OnlyLabels), be fast and safe for concurrent use. Past
+// WithKeyLabelLimit distinct labels, new ones count as OtherLabel. Default: no key attribute.
 func WithKeyLabel(label func(key string) string) Option {
 	return func(c *config) { c.label = label }
 }
 
-// KeyPrefix returns a label function for WithKeyLabel that keeps the part of a key before the
-// first sep ("invoice:42" gives "invoice" with sep ":"), and "" (no label) for a key without
-// sep. Use it when the keys' first part names a kind of lock, not an instance.
-func KeyPrefix(sep string) func(key string) string {
-	return func(key string) string {
-		for i := 0; i+len(sep) <= len(key); i++ {
-			if key[i:i+len(sep)] == sep {
-				return key[:i]
-			}
-		}
-		return ""
-	}
+// WithKeyLabelLimit sets how many distinct key labels the Observer records: the first n it sees;
+// later ones are recorded as OtherLabel, so that a label function that gives a value per user
+// or per order cannot make unbounded time series. n <= 0: no label but OtherLabel. Default
+// DefaultKeyLabelLimit (100).
+func WithKeyLabelLimit(n int) Option {
+	return func(c *config) { c.limit = max(n, 0) }
 }
 
-// WithSpanThreshold makes a span of every lock call that waited d or longer: "locker.Lock",
-// "locker.TryLock", "locker.RLock" or "locker.TryRLock", from the call to its return, a child of
-// the span in the call's ctx, with the kind, try, outcome and key label attributes and an error
-// status for the outcome "error". d < 0: no spans; d == 0: a span for every call. Default
-// DefaultSpanThreshold (100ms).
-func WithSpanThreshold(d time.Duration) Option {
-	return func(c *config) { c.threshold = d }
+// WithAttributes adds attrs to every metric and span of the Observer: constant attributes that
+// tell two Clients (or services) apart, e.g. attribute.String("locker.client", "billing").
+// Keep them constant and few. Default: none.
+func WithAttributes(attrs ...attribute.KeyValue) Option {
+	return func(c *config) { c.attrs = append(c.attrs, attrs...) }
 }
 
-// instruments are the metric instruments of one Observer.
-type instruments struct {
-	wait, hold, renewTime       metric.Float64Histogram
-	acquisitions, lost, renewed metric.Int64Counter
-	held                        metric.Int64UpDownCounter
+// WithSpans sets whether the Observer makes a span of every lock call, and an event on the
+// caller's span at a lost lease (see NewObserver). A sampled span costs about twice what the
+// metrics do (docs/observability.md). Default true.
+func WithSpans(on bool) Option {
+	return func(c *config) { c.noSpan = !on }
 }
 
-// secondsBuckets are the bucket boundaries of the duration histograms, in seconds: 0.5ms to 5
-// minutes (OpenTelemetry's default ones are made for milliseconds).
-var secondsBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
-
-// NewObserver returns a locker.Observer, for locker.WithObserver, that records the time of every
-// lock call (locker.lock.wait, s) and their count (locker.lock.acquisitions), the time leases are
-// held (locker.lock.hold, s), leases held now and lost (locker.leases.held, locker.leases.lost,
-// by locker.lost.cause), and the watchdog's renewals (locker.renewal.duration, s;
-// locker.renewals by locker.renewal.outcome), with the attributes locker.kind, locker.try,
-// locker.outcome (and locker.key.label when asked); and spans of the lock calls that waited
-// long (see WithSpanThreshold). The table of instruments: docs/observability.md. It fails only
-// when the MeterProvider does.
+// NewObserver returns a locker.Observer, for locker.WithObserver, that records (docs/observability.md
+// has the table): locker.lock.wait.duration (s; lock calls by locker.outcome and error.type),
+// locker.lock.pending (calls under way), locker.lock.hold.duration (s; to Unlock, or to the
+// loss), locker.lease.active, locker.lease.lost (by locker.lost.cause), locker.unlock.duration,
+// locker.force_unlock.duration, locker.renewal.duration (s) and locker.renewal.holds (by
+// locker.renewal.outcome); and a span per lock call, from its start (the backend's spans are its
+// children), with an event on the caller's span when a lease is lost. Use its funcs together, as
+// returned. It fails only when the MeterProvider does.
 func NewObserver(opts ...Option) (locker.Observer, error) {
-	c := config{threshold: DefaultSpanThreshold}
+	c := config{limit: DefaultKeyLabelLimit}
 	for _, opt := range opts {
 		opt(&c)
 	}
@@ -134,166 +107,82 @@ func NewObserver(opts ...Option) (locker.Observer, error) {
 	if c.tp == nil {
 		c.tp = otel.GetTracerProvider()
 	}
-	m := c.mp.Meter(ScopeName)
-	var ins instruments
+	version := moduleVersion()
+	ins, err := newInstruments(c.mp.Meter(ScopeName, metric.WithInstrumentationVersion(version)))
+	if err != nil {
+		return locker.Observer{}, err
+	}
+	o := &observer{ins: ins, attrs: attrs{label: c.label, limit: c.limit, fixed: c.attrs, sets: map[attrKey]*attrSet{}, labels: map[string]struct{}{}}}
+	if !c.noSpan {
+		o.tracer = c.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(version))
+	}
+	return locker.Observer{Start: o.start, Lock: o.lock, Unlock: o.unlock, Renew: o.renew, Lost: o.lostLease, ForceUnlock: o.forceUnlock}, nil
+}
+
+// instruments are the metric instruments of one Observer.
+type instruments struct {
+	wait, hold, unlock, force, renewal metric.Float64Histogram
+	lost, renewed                      metric.Int64Counter
+	active, pending                    metric.Int64UpDownCounter
+}
+
+// secondsBuckets are the bucket boundaries of the duration histograms, in seconds: 0.5ms to 5
+// minutes (OpenTelemetry's default ones are made for milliseconds).
+var secondsBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+func newInstruments(m metric.Meter) (instruments, error) {
 	var err error
-	hist := func(name, desc string) metric.Float64Histogram {
-		h, e := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(secondsBuckets...))
+	keep := func(name string, e error) {
 		if err == nil && e != nil {
 			err = fmt.Errorf("lockerotel: %s: %w", name, e)
 		}
+	}
+	hist := func(name, desc string) metric.Float64Histogram {
+		h, e := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(secondsBuckets...))
+		keep(name, e)
 		return h
 	}
 	counter := func(name, unit, desc string) metric.Int64Counter {
 		x, e := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		if err == nil && e != nil {
-			err = fmt.Errorf("lockerotel: %s: %w", name, e)
-		}
+		keep(name, e)
 		return x
 	}
-	ins.wait = hist("locker.lock.wait", "Time of a lock call, from the call to its return.")
-	ins.hold = hist("locker.lock.hold", "Time from a lease's grant to its release by Unlock.")
-	ins.renewTime = hist("locker.renewal.duration", "Time of a renewal round trip of the watchdog.")
-	ins.acquisitions = counter("locker.lock.acquisitions", "{call}", "Lock calls, by outcome.")
-	ins.lost = counter("locker.leases.lost", "{lease}", "Leases lost, by cause.")
-	ins.renewed = counter("locker.renewals", "{hold}", "Holds renewed by the watchdog, by outcome.")
-	held, e := m.Int64UpDownCounter("locker.leases.held", metric.WithUnit("{lease}"), metric.WithDescription("Leases granted and neither unlocked nor lost."))
-	if err == nil && e != nil {
-		err = fmt.Errorf("lockerotel: locker.leases.held: %w", e)
+	upDown := func(name, unit, desc string) metric.Int64UpDownCounter {
+		x, e := m.Int64UpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		keep(name, e)
+		return x
 	}
-	ins.held = held
-	if err != nil {
-		return locker.Observer{}, err
+	ins := instruments{
+		wait:    hist("locker.lock.wait.duration", "Time of a lock call, from the call to its return."),
+		hold:    hist("locker.lock.hold.duration", "Time from a lease's grant to its release by Unlock, or to its loss."),
+		unlock:  hist("locker.unlock.duration", "Time of an Unlock call."),
+		force:   hist("locker.force_unlock.duration", "Time of a ForceUnlock call."),
+		renewal: hist("locker.renewal.duration", "Time of a renewal round trip of the watchdog."),
+		lost:    counter("locker.lease.lost", "{lease}", "Leases lost, by cause."),
+		renewed: counter("locker.renewal.holds", "{hold}", "Holds in the watchdog's renewals, by outcome."),
+		active:  upDown("locker.lease.active", "{lease}", "Leases granted and neither unlocked nor lost."),
+		pending: upDown("locker.lock.pending", "{call}", "Lock calls started and not returned."),
 	}
-	o := &observer{ins: ins, label: c.label, threshold: c.threshold, tracer: c.tp.Tracer(ScopeName)}
-	o.precompute()
-	return locker.Observer{Lock: o.lock, Unlock: o.unlock, Renew: o.renew, Lost: o.lostLease}, nil
+	return ins, err
 }
 
-// observer is what NewObserver returns the funcs of.
-type observer struct {
-	ins       instruments
-	label     func(string) string
-	threshold time.Duration
-	tracer    trace.Tracer
+// modulePath is this module's path, for moduleVersion.
+const modulePath = "github.com/hashlock/locker/otel"
 
-	// Attribute sets without a key label, made once: [shared][try][outcome], [shared],
-	// [shared][cause], and the renewal outcomes.
-	calls   [2][2][locker.Failed + 1]metric.MeasurementOption
-	kinds   [2]metric.MeasurementOption
-	causes  [2][locker.LostForced + 1]metric.MeasurementOption
-	renewal [3]metric.MeasurementOption
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-func kind(shared bool) attribute.KeyValue {
-	if shared {
-		return KindKey.String("shared")
-	}
-	return KindKey.String("exclusive")
-}
-
-func (o *observer) precompute() {
-	for s := range 2 {
-		o.kinds[s] = metric.WithAttributeSet(attribute.NewSet(kind(s == 1)))
-		for t := range 2 {
-			for out := locker.Acquired; out <= locker.Failed; out++ {
-				o.calls[s][t][out] = metric.WithAttributeSet(attribute.NewSet(kind(s == 1), TryKey.Bool(t == 1), OutcomeKey.String(out.String())))
-			}
-		}
-		for cause := locker.LostExpired; cause <= locker.LostForced; cause++ {
-			o.causes[s][cause] = metric.WithAttributeSet(attribute.NewSet(kind(s == 1), CauseKey.String(cause.String())))
-		}
-	}
-	for i, name := range []string{"renewed", "gone", "failed"} {
-		o.renewal[i] = metric.WithAttributeSet(attribute.NewSet(RenewalKey.String(name)))
-	}
-}
-
-// labelOf returns the key label of key, "" when none.
-func (o *observer) labelOf(key string) string {
-	if o.label == nil {
+// moduleVersion returns this module's version as the program's build records it: a tag or a
+// pseudo-version, "(devel)" when it is the main module, "" when the build says nothing.
+func moduleVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
 		return ""
 	}
-	return o.label(key)
-}
-
-// with returns the attribute option set, with the key label added when there is one.
-func with(set metric.MeasurementOption, label string, attrs ...attribute.KeyValue) metric.MeasurementOption {
-	if label == "" {
-		return set
+	if bi.Main.Path == modulePath {
+		return bi.Main.Version
 	}
-	return metric.WithAttributes(append(attrs, LabelKey.String(label))...)
-}
-
-func (o *observer) lock(ctx context.Context, e locker.LockEvent) {
-	label := o.labelOf(e.Key)
-	opt := o.calls[b2i(e.Shared)][b2i(e.Try)][e.Outcome]
-	if label != "" {
-		opt = metric.WithAttributes(kind(e.Shared), TryKey.Bool(e.Try), OutcomeKey.String(e.Outcome.String()), LabelKey.String(label))
-	}
-	o.ins.wait.Record(ctx, e.Wait.Seconds(), opt)
-	o.ins.acquisitions.Add(ctx, 1, opt)
-	if e.Lease != nil {
-		o.ins.held.Add(ctx, 1, with(o.kinds[b2i(e.Shared)], label, kind(e.Shared)))
-	}
-	if o.threshold >= 0 && e.Wait >= o.threshold {
-		o.span(ctx, e, label)
-	}
-}
-
-// span records the span of a lock call that waited long, after the fact.
-func (o *observer) span(ctx context.Context, e locker.LockEvent, label string) {
-	name := "locker.Lock"
-	switch {
-	case e.Shared && e.Try:
-		name = "locker.TryRLock"
-	case e.Shared:
-		name = "locker.RLock"
-	case e.Try:
-		name = "locker.TryLock"
-	}
-	end := time.Now()
-	attrs := []attribute.KeyValue{kind(e.Shared), TryKey.Bool(e.Try), OutcomeKey.String(e.Outcome.String())}
-	if label != "" {
-		attrs = append(attrs, LabelKey.String(label))
-	}
-	_, span := o.tracer.Start(ctx, name, trace.WithTimestamp(end.Add(-e.Wait)), trace.WithAttributes(attrs...),
-		trace.WithSpanKind(trace.SpanKindInternal))
-	if e.Outcome == locker.Failed {
-		span.SetStatus(codes.Error, e.Err.Error())
-	}
-	span.End(trace.WithTimestamp(end))
-}
-
-func (o *observer) unlock(ctx context.Context, e locker.UnlockEvent) {
-	shared := e.Lease.Shared()
-	label := o.labelOf(e.Lease.Key())
-	opt := with(o.kinds[b2i(shared)], label, kind(shared))
-	o.ins.hold.Record(ctx, e.Held.Seconds(), opt)
-	if !e.Lost {
-		o.ins.held.Add(ctx, -1, opt)
-	}
-}
-
-func (o *observer) lostLease(ctx context.Context, e locker.LostEvent) {
-	shared := e.Lease.Shared()
-	label := o.labelOf(e.Lease.Key())
-	o.ins.held.Add(ctx, -1, with(o.kinds[b2i(shared)], label, kind(shared)))
-	o.ins.lost.Add(ctx, 1, with(o.causes[b2i(shared)][e.Cause], label, kind(shared), CauseKey.String(e.Cause.String())))
-}
-
-func (o *observer) renew(ctx context.Context, e locker.RenewEvent) {
-	o.ins.renewTime.Record(ctx, e.Duration.Seconds())
-	for i, n := range []int{e.Renewed, e.Gone, e.Failed} {
-		if n > 0 {
-			o.ins.renewed.Add(ctx, int64(n), o.renewal[i])
+	for _, d := range bi.Deps {
+		if d.Path == modulePath {
+			return d.Version
 		}
 	}
+	return ""
 }
