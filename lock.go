@@ -102,6 +102,7 @@ type request struct {
 	queued           bool          // a refusal may have left an entry in the key's queue
 	dequeued         bool          // a Dequeue of its owner was sent: it may give back a later grant
 	turn             *turn         // the local turn this call holds, handed to its Lease
+	retry            backoffs      // its own run through cfg.retry: the retries spent, the next one's time
 
 	// The current acquire request: its ID, when it was first sent, the hold's seq then (see
 	// opStart), and whether its outcome is unknown (sent, but no answer came back).
@@ -199,10 +200,9 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 		}
 	}
 	if t == nil {
-		return c.contend(ctx, r, refused, 0)
+		return c.contend(ctx, r, refused)
 	}
-	n, err := c.takeTurn(ctx, r, t)
-	if err != nil {
+	if err := c.takeTurn(ctx, r, t); err != nil {
 		c.turns.leave(full, t, false)
 		return nil, err
 	}
@@ -210,7 +210,7 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 	if l := c.claimHandOff(ctx, r); l != nil {
 		return l, nil
 	}
-	l, err := c.contend(ctx, r, refused, n)
+	l, err := c.contend(ctx, r, refused)
 	if err != nil {
 		c.turns.leave(full, t, true)
 	}
@@ -218,15 +218,17 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 }
 
 // takeTurn waits for the token. Waiting counts against the retry strategy as waiting for the
-// lock would: each of its waits that passes without the token is a retry, and when the strategy
-// gives up, so does the call. It returns the retries used. A call that must wait takes the
-// backend queue entry that its refusal left out first (in the background): a release would
-// grant it the key (Granter) while it does not listen. (An acquire whose outcome is unknown is
-// left alone: its Dequeue could come first; the call sends it again when its turn comes.)
-func (c *Client) takeTurn(ctx context.Context, r *request, t *turn) (int, error) {
+// lock would (the call in front tries for the key): its backoffs run while it waits, each that
+// ends without the token is a retry, and when the strategy gives up, so does the call. The token
+// does not start a new backoff: contend goes on with the one under way (see backoffs). A call
+// that must wait takes the backend queue entry that its refusal left out first (in the
+// background): a release would grant it the key (Granter) while it does not listen. (An acquire
+// whose outcome is unknown is left alone: its Dequeue could come first; the call sends it again
+// when its turn comes.)
+func (c *Client) takeTurn(ctx context.Context, r *request, t *turn) error {
 	select {
 	case <-t.token:
-		return 0, nil
+		return nil
 	default:
 	}
 	if r.grant > 0 && !r.pending {
@@ -234,17 +236,18 @@ func (c *Client) takeTurn(ctx context.Context, r *request, t *turn) (int, error)
 	}
 	var w waiter
 	defer w.stop()
-	for retries := 0; ; retries++ {
-		backoff, ok := r.cfg.retry.Backoff(retries)
+	for {
+		due, ok := r.retry.next(r.cfg.retry)
 		if !ok {
-			return retries, &NotObtainedError{Key: r.key}
+			return &NotObtainedError{Key: r.key}
 		}
-		woken, _, err := w.wait(ctx, backoff, t.token, nil)
-		if woken {
-			return retries, nil
-		}
+		woken, _, err := w.wait(ctx, time.Until(due), t.token, nil)
 		if err != nil {
-			return retries, &NotObtainedError{Key: r.key, Err: err} // obtain says ErrClosed at Close
+			return &NotObtainedError{Key: r.key, Err: err} // obtain says ErrClosed at Close
+		}
+		r.retry.woke()
+		if woken {
+			return nil
 		}
 	}
 }
@@ -360,10 +363,11 @@ func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedE
 }
 
 // contend tries until the lock is granted, the retry strategy gives up, ctx ends or the Client
-// closes. refused is the refusal of an attempt just made (nil: start with an attempt); retries
-// the strategy's count so far. Between attempts it waits for a release notice, or for the
-// shorter of the holder's remaining lease and the strategy's next wait.
-func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedError, retries int) (*Lease, error) {
+// closes. refused is the refusal of an attempt just made (nil: start with an attempt). Between
+// attempts it waits for a release notice, or for the soonest of the holder's remaining lease and
+// the end of the strategy's backoff under way (r.retry): only that end spends a retry, so a
+// notice that brings a refused attempt leaves the call's budget as it was.
+func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedError) (*Lease, error) {
 	var (
 		notices  <-chan struct{}
 		grants   <-chan string // notices that may tell of a grant to r's owner (Granter)
@@ -402,13 +406,14 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 			refused = ref
 		}
 		down := r.downErr != nil
-		backoff, ok := r.cfg.retry.Backoff(retries)
+		due, ok := r.retry.next(r.cfg.retry)
 		if !ok {
 			if down {
 				return nil, display.Errorf("%w; the retry strategy gave up", r.downErr)
 			}
 			return nil, refused
 		}
+		backoff := time.Until(due)
 		if down {
 			backoff = min(backoff, maxUnavailableWait)
 			if d := r.cfg.down; d > 0 {
@@ -438,7 +443,6 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 				listened = false // subscribe once the backend is back
 			}
 		}
-		retries++
 		if refused.TTL > 0 && refused.TTL < backoff {
 			backoff = refused.TTL
 		}
@@ -453,6 +457,7 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 			refused.Err = err
 			return nil, refused // obtain says ErrClosed when Close ended ctx
 		}
+		r.retry.woke()
 		if l := c.takeGrant(ctx, r, grant); l != nil {
 			return l, nil
 		}

@@ -102,8 +102,9 @@ func WithoutRenewal() Option {
 }
 
 // WithRetry sets how long Lock waits between attempts when no release notice wakes it first.
-// Default: ExponentialBackoff(16ms, 1s), with release notices waking waiters at once. TryLock
-// ignores it.
+// Default: ExponentialBackoff(16ms, 1s), with release notices waking waiters at once. Each call
+// counts its own retries (see RetryStrategy): its waits in the Client's local turn are backoffs
+// too, and a notice's extra attempt spends none. TryLock ignores it.
 func WithRetry(s RetryStrategy) Option {
 	return func(c *config) {
 		if err := validateRetry(s); err != nil {

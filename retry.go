@@ -8,8 +8,11 @@ import (
 )
 
 // RetryStrategy decides how long Lock waits after a refused attempt before it tries again, when
-// no release notice wakes it first. Lock also wakes when the holder's remaining lease runs out,
-// whichever comes first.
+// no release notice (or the end of the holder's lease) wakes it first. Each Lock call runs
+// through it on its own: a retry is a backoff that ran to its end, whether the call waited for
+// the backend or in its Client's local turn (where the call in front tries for it); a notice,
+// another call's give-up or the turn coming brings an extra attempt that spends no retry and
+// starts no new backoff.
 //
 // A RetryStrategy is a pure function of the retry number: it must hold no state shared between
 // calls, so one strategy can serve any number of concurrent Locks, each starting afresh.
@@ -72,8 +75,9 @@ func (s exponentialBackoff) validate() error {
 }
 
 // LimitRetry allows at most attempts retries of s after the first try; attempts == 0 makes one
-// try only. Every retry counts, whether a timer or a release notice woke it. Requires
-// attempts >= 0 and a non-nil s.
+// try only. Lock gives up once attempts backoffs of s have run one after the other (the sum of
+// them, plus its attempts' round trips), however often notices woke it in between and however
+// many calls share the strategy or the Client. Requires attempts >= 0 and a non-nil s.
 func LimitRetry(s RetryStrategy, attempts int) RetryStrategy {
 	return limitRetry{s: s, attempts: attempts}
 }
@@ -106,4 +110,37 @@ func validateRetry(s RetryStrategy) error {
 		return v.validate()
 	}
 	return nil
+}
+
+// backoffs is one Lock call's own run through its retry strategy, from its first refusal (or
+// its first wait in its Client's local turn): retry number spent is due at due, when the
+// backoff that Backoff(spent) started ends. Only a backoff that runs to its end is a retry. An
+// earlier wake-up (a notice, a grant to another, the turn's token, the holder's lease or the
+// queue entry's refresh, the backend coming back) brings an attempt of the call's own, or none,
+// and leaves due where it is: so LimitRetry(s, n) gives up once n backoffs have run, one after
+// the other, whatever other calls of the same or other Clients do.
+type backoffs struct {
+	spent int       // retries spent: backoffs that ran to their end
+	due   time.Time // the end of the backoff under way; zero when none is
+}
+
+// next returns the end of the backoff under way, starting the next one of s now if none is;
+// ok == false when s gives up instead.
+func (b *backoffs) next(s RetryStrategy) (due time.Time, ok bool) {
+	if b.due.IsZero() {
+		wait, ok := s.Backoff(b.spent)
+		if !ok {
+			return time.Time{}, false
+		}
+		b.due = time.Now().Add(max(wait, 0))
+	}
+	return b.due, true
+}
+
+// woke records a wake-up of the call: when the backoff under way has ended, it is one retry spent.
+func (b *backoffs) woke() {
+	if !b.due.IsZero() && !time.Now().Before(b.due) {
+		b.spent++
+		b.due = time.Time{}
+	}
 }

@@ -63,6 +63,7 @@ type faults struct {
 	queued    chan string // receives the owner of every refused Acquire with Wait, when not nil
 	dequeued  chan string // receives the owner of every Dequeue call once it returned, when not nil
 	lost      map[string]*lostReplies
+	longest   time.Duration // the longest Acquire or subscription since the last takeLongest
 }
 
 // lostReplies makes calls of one method take effect on the backend and then fail, as if the
@@ -142,7 +143,26 @@ func (p *faults) setDown(down bool) {
 	p.mu.Unlock()
 }
 
+// took records how long a call that a waiting Lock makes in line (Acquire, a subscription) took
+// since start.
+func (p *faults) took(start time.Time) {
+	d := time.Since(start)
+	p.mu.Lock()
+	p.longest = max(p.longest, d)
+	p.mu.Unlock()
+}
+
+// takeLongest returns the longest Acquire or subscription since the last call, and starts over.
+func (p *faults) takeLongest() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := p.longest
+	p.longest = 0
+	return d
+}
+
 func (p *faults) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
+	defer p.took(time.Now())
 	p.mu.Lock()
 	down := p.down
 	p.mu.Unlock()
@@ -269,6 +289,7 @@ func (p *faults) ForceRelease(ctx context.Context, key string) (bool, error) {
 }
 
 func (p *faults) Subscribe(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	defer p.took(time.Now())
 	return p.Locker.Subscribe(ctx, key)
 }
 
@@ -276,6 +297,7 @@ func (p *faults) Subscribe(ctx context.Context, key string) (<-chan struct{}, fu
 type grantFaults struct{ *faults }
 
 func (p grantFaults) SubscribeAs(ctx context.Context, key, owner string) (<-chan string, func(), error) {
+	defer p.took(time.Now())
 	return p.Locker.(locker.Granter).SubscribeAs(ctx, key, owner)
 }
 
