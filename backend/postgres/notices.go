@@ -2,7 +2,7 @@ package postgres
 
 import (
 	"context"
-	"crypto/md5"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"strings"
@@ -18,7 +18,7 @@ import (
 )
 
 // Release notices: every release to zero, forced release and grant runs pg_notify on the
-// Backend's one channel with md5(key), and for a grant md5(grantee) and the request ID (see
+// Backend's one channel with sha256(key), and for a grant sha256(grantee) and the request ID (see
 // schema.sql, locker_notify). A hub LISTENs on one connection taken from the pool, whatever the
 // number of keys waited on, and hands each notice to the subscriptions of its key. It takes the
 // connection at the first subscription and gives it back (UNLISTEN *) once the last has ended
@@ -35,7 +35,7 @@ type hub struct {
 	linger  time.Duration
 
 	mu     sync.Mutex
-	subs   map[string]map[*notify.Waiter]string // md5(key) -> subscription -> md5(owner) ("" plain)
+	subs   map[string]map[*notify.Waiter]string // sha256(key) -> subscription -> sha256(owner) ("" plain)
 	n      int                                  // subscriptions
 	gen    *attempt                             // the current attempt to listen; nil when stopped
 	stop   context.CancelFunc                   // ends the listener; nil when stopped
@@ -87,9 +87,9 @@ func (b *Backend) join(ctx context.Context, key string, w *notify.Waiter, owner 
 	return b.hub.join(ctx, digest(key), w, owner)
 }
 
-// digest is md5(s) in hex, as the schema's pg_notify payloads name keys and owners.
+// digest is sha256(s) in hex, as the schema's pg_notify payloads name keys and owners.
 func digest(s string) string {
-	sum := md5.Sum([]byte(s))
+	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
 

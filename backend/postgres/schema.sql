@@ -2,12 +2,13 @@
 -- per operation, so that each is one round trip and atomic. Backend.Migrate runs this file with
 -- the names of WithTable; to manage the schema yourself, run the output of SchemaSQL (the same
 -- file with your names), or this file as it is for the defaults: schema public, name locker.
--- Re-running it is harmless. Keys, owners and request IDs are bytea: any bytes, any length.
+-- Re-running it is harmless. Keys, owners and request IDs are bytea: any bytes; rows name a key by
+-- its SHA-256 digest (column key), so that a key of any length fits the indexes.
 -- Every writer serialises on its key with a transaction-scoped advisory lock (released at commit,
 -- so no session state is kept between statements) and reads the database's clock after it.
 
 create table if not exists public.locker_holds (
-  key     bytea not null,
+  key     bytea not null,       -- sha256 of the lock's key, as in every table
   owner   bytea not null,
   excl    int not null,         -- exclusive holds (> 0 for at most one owner of a key)
   shared  int not null,         -- shared holds
@@ -51,7 +52,7 @@ language plpgsql as $$
 declare
   now_ timestamptz;
 begin
-  perform pg_advisory_xact_lock(hashtext('public.locker_'), ('x' || left(md5(k), 8))::bit(32)::int);
+  perform pg_advisory_xact_lock(hashtext('public.locker_'), ('x' || left(encode(k, 'hex'), 8))::bit(32)::int);
   now_ := clock_timestamp();
   delete from public.locker_holds h where h.key = k and h.expires <= now_;
   return now_;
@@ -65,21 +66,21 @@ begin
   delete from public.locker_holds h
    using (select s.key, s.owner from public.locker_holds s where s.expires < now_ order by s.expires limit 4) d
    where h.key = d.key and h.owner = d.owner and h.expires < now_
-     and pg_try_advisory_xact_lock(hashtext('public.locker_'), ('x' || left(md5(h.key), 8))::bit(32)::int);
+     and pg_try_advisory_xact_lock(hashtext('public.locker_'), ('x' || left(encode(h.key, 'hex'), 8))::bit(32)::int);
   delete from public.locker_queue q
    using (select s.key, s.owner from public.locker_queue s where s.deadline < now_ order by s.deadline limit 4) d
    where q.key = d.key and q.owner = d.owner and q.deadline < now_
-     and pg_try_advisory_xact_lock(hashtext('public.locker_'), ('x' || left(md5(q.key), 8))::bit(32)::int);
+     and pg_try_advisory_xact_lock(hashtext('public.locker_'), ('x' || left(encode(q.key, 'hex'), 8))::bit(32)::int);
   delete from public.locker_requests r
    using (select s.key, s.id from public.locker_requests s where s.expires < now_ order by s.expires limit 4) d
    where r.key = d.key and r.id = d.id and r.expires < now_;
 end $$;
 
--- locker_notify sends the release notice of k: md5(k), and for a grant md5(grantee) and the hex
--- of the ID that queued it.
+-- locker_notify sends the release notice of k: its digest in hex, and for a grant sha256(grantee)
+-- and the ID that queued it, in hex.
 create or replace function public.locker_notify(k bytea, grantee bytea, rid bytea) returns void
 language sql as $$
-  select pg_notify('public.locker_notices', md5(k) || ' ' || coalesce(md5(grantee), '') || ' ' || coalesce(encode(rid, 'hex'), ''));
+  select pg_notify('public.locker_notices', encode(k, 'hex') || ' ' || coalesce(encode(sha256(grantee), 'hex'), '') || ' ' || coalesce(encode(rid, 'hex'), ''));
 $$;
 
 -- locker_token is k's fencing token when asked for (0 otherwise, or when k has none).
@@ -184,10 +185,11 @@ end $$;
 
 -- locker_acquire is locker.Locker.Acquire. flags: 1 Fresh, 2 Reentry, 4 Fence, 8 Shared, 16 Fair.
 -- r_holds is -1 for a re-entry of a hold o does not have (ErrNotHeld), -2 for an upgrade.
-create or replace function public.locker_acquire(k bytea, o bytea, ttl_ms bigint, rid bytea, flags int, wait_ms bigint, grant_ms_ bigint,
+create or replace function public.locker_acquire(key_ bytea, o bytea, ttl_ms bigint, rid bytea, flags int, wait_ms bigint, grant_ms_ bigint,
   out r_holds int, out r_ttl_us bigint, out r_token bigint)
 language plpgsql as $$
 declare
+  k bytea := sha256(key_);
   now_ timestamptz := public.locker_enter(k);
   fresh boolean := flags & 1 <> 0;
   fence boolean := flags & 4 <> 0;
@@ -198,6 +200,7 @@ declare
   done int;
   excl_mode boolean;
   held boolean;
+  removed int;
 begin
   r_holds := 0; r_ttl_us := 0; r_token := 0;
   if rid is not null then
@@ -250,7 +253,8 @@ begin
         perform public.locker_advance(k, now_);
       end if;
     end if;
-    if public.locker_remove(k, o, now_) = 1 and sh
+    removed := public.locker_remove(k, o, now_); -- not inside the condition: it could go unevaluated
+    if removed = 1 and sh
        and (select q.kind in ('s', 'r') from public.locker_queue q where q.key = k and q.kind <> 'g' and q.deadline > now_ order by q.seq limit 1) then
       perform public.locker_notify(k, null, null); -- readers at the head may join
     end if;
@@ -264,9 +268,10 @@ end $$;
 
 -- locker_release is locker.Locker.Release: the holds o has left, -1 when it holds none to
 -- release (ErrNotHeld). flags: 1 Fresh, 2 Undo, 8 Shared.
-create or replace function public.locker_release(k bytea, o bytea, rid bytea, flags int, reply_ms bigint, out r_left int)
+create or replace function public.locker_release(key_ bytea, o bytea, rid bytea, flags int, reply_ms bigint, out r_left int)
 language plpgsql as $$
 declare
+  k bytea := sha256(key_);
   now_ timestamptz := public.locker_enter(k);
   fresh boolean := flags & 1 <> 0;
   undo boolean := flags & 2 <> 0 and rid is not null;
@@ -329,20 +334,21 @@ declare
   now_ timestamptz;
 begin
   perform pg_advisory_xact_lock(hashtext('public.locker_'), l.h)
-     from (select distinct ('x' || left(md5(u.k), 8))::bit(32)::int as h from unnest(ks) as u(k) order by 1) l;
+     from (select distinct ('x' || left(encode(sha256(u.k), 'hex'), 8))::bit(32)::int as h from unnest(ks) as u(k) order by 1) l;
   now_ := clock_timestamp();
   return query
-    with b as (select * from unnest(ks, os, ttls) with ordinality as u(k, o, ttl, i)),
+    with b as (select sha256(u.k) as k, u.o, u.ttl, u.i from unnest(ks, os, ttls) with ordinality as u(k, o, ttl, i)),
     r as (update public.locker_holds h set expires = now_ + b.ttl * interval '1 millisecond'
             from b where h.key = b.k and h.owner = b.o and h.expires > now_ returning h.key, h.owner)
     select b.i::int from b join r on r.key = b.k and r.owner = b.o;
 end $$;
 
 -- locker_inspect is locker.Locker.Inspect: a read of one snapshot, taking no lock.
-create or replace function public.locker_inspect(k bytea,
+create or replace function public.locker_inspect(key_ bytea,
   out r_owner bytea, out r_holds int, out r_ttl_us bigint, out r_shared boolean, out r_readers int, out r_queued int)
 language plpgsql stable as $$
 declare
+  k bytea := sha256(key_);
   now_ timestamptz := clock_timestamp();
 begin
   select h.owner, h.excl + h.shared, (extract(epoch from h.expires - now_) * 1000000)::bigint, false, 0
@@ -357,9 +363,10 @@ begin
 end $$;
 
 -- locker_force is locker.Locker.ForceRelease: whether a live lock was deleted.
-create or replace function public.locker_force(k bytea) returns boolean
+create or replace function public.locker_force(key_ bytea) returns boolean
 language plpgsql as $$
 declare
+  k bytea := sha256(key_);
   now_ timestamptz := public.locker_enter(k);
 begin
   delete from public.locker_holds h where h.key = k;
@@ -370,9 +377,10 @@ begin
 end $$;
 
 -- locker_dequeue is locker.KindLocker.Dequeue.
-create or replace function public.locker_dequeue(k bytea, o bytea) returns void
+create or replace function public.locker_dequeue(key_ bytea, o bytea) returns void
 language plpgsql as $$
 declare
+  k bytea := sha256(key_);
   now_ timestamptz := public.locker_enter(k);
   removed int := public.locker_remove(k, o, now_);
 begin
@@ -385,10 +393,11 @@ begin
 end $$;
 
 -- locker_hand_off is locker.HandOffer.HandOff: r_holds -1 when f does not hold k exclusively, once.
-create or replace function public.locker_hand_off(k bytea, f bytea, t bytea, ttl_ms bigint, fence boolean,
+create or replace function public.locker_hand_off(key_ bytea, f bytea, t bytea, ttl_ms bigint, fence boolean,
   out r_holds int, out r_token bigint, out r_queued int)
 language plpgsql as $$
 declare
+  k bytea := sha256(key_);
   now_ timestamptz := public.locker_enter(k);
   mine public.locker_holds;
 begin
@@ -417,6 +426,6 @@ end $$;
 -- locker_raise_fence is locker.FenceRaiser.RaiseFence.
 create or replace function public.locker_raise_fence(k bytea, token bigint) returns void
 language sql as $$
-  insert into public.locker_fences as f (key, n) values (k, token)
+  insert into public.locker_fences as f (key, n) values (sha256(k), token)
   on conflict (key) do update set n = greatest(f.n, excluded.n);
 $$;

@@ -282,7 +282,7 @@ func (s *Server) start() error {
 	defer log.Close()
 	cmd := exec.Command(Binary("postgres"), "-D", filepath.Join(s.Dir, "data"), "-p", strconv.Itoa(s.Port),
 		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=", "-c", "fsync=off",
-		"-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=300",
+		"-c", "full_page_writes=off", "-c", "max_connections=300",
 		"-c", "shared_buffers=32MB", "-c", "log_min_messages=warning")
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}

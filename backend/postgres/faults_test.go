@@ -1,0 +1,174 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/postgres"
+	"github.com/hashlock/locker/internal/testkit/pgtest"
+)
+
+// Keys and owners of any bytes and any length are data, never SQL: NUL, quotes, a statement,
+// invalid UTF-8, a megabyte.
+func TestKeysOfAnyBytes(t *testing.T) {
+	pool, opts := migrated(t)
+	b := postgres.New(pool, opts...)
+	t.Cleanup(b.Close)
+	ctx := context.Background()
+	for _, key := range []string{"\x00", "'; drop table locker_holds; --", "\xff\xfe", "\\x00", strings.Repeat("k", 1<<20), "$1"} {
+		owner := "o" + key[:min(len(key), 100)] // owners are at most 1024 bytes (the Client checks)
+		a, err := b.Acquire(ctx, locker.AcquireRequest{Key: key, Owner: owner, TTL: time.Minute, ID: "r" + owner})
+		if err != nil || a.Holds != 1 {
+			t.Fatalf("Acquire(%.20q) = %+v, %v", key, a, err)
+		}
+		if st, err := b.Inspect(ctx, key); err != nil || st.Owner != owner || st.Holds != 1 {
+			t.Fatalf("Inspect(%.20q) = %+v, %v", key, st, err)
+		}
+		if st, err := b.Inspect(ctx, key+"x"); err != nil || st.Locked {
+			t.Fatalf("Inspect of another key = %+v, %v", st, err)
+		}
+		if n, err := b.Release(ctx, locker.ReleaseRequest{Key: key, Owner: owner}); err != nil || n != 0 {
+			t.Fatalf("Release(%.20q) = %d, %v", key, n, err)
+		}
+	}
+}
+
+// Invalid options and arguments are refused with ErrInvalid, before anything is sent.
+func TestInvalid(t *testing.T) {
+	if postgres.SchemaSQL(postgres.WithTable("Public", "x")) != "" {
+		t.Fatal("SchemaSQL with an invalid name is not empty")
+	}
+	sql := postgres.SchemaSQL(postgres.WithTable("app", "mylocks"))
+	if strings.Contains(sql, "public.") || strings.Contains(sql, "locker_") || !strings.Contains(sql, "app.mylocks_acquire(") {
+		t.Fatal("SchemaSQL(WithTable(app, mylocks)) still names the defaults")
+	}
+	ctx := context.Background()
+	for _, b := range []*postgres.Backend{
+		postgres.New(nil),
+		postgres.New(nil, postgres.WithTable("a", "b;drop")),
+		postgres.New(nil, postgres.WithNoticeLinger(-1)),
+	} {
+		if _, err := b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second}); !errors.Is(err, locker.ErrInvalid) {
+			t.Fatalf("Acquire: %v, want ErrInvalid", err)
+		}
+		if err := b.Migrate(ctx); !errors.Is(err, locker.ErrInvalid) {
+			t.Fatalf("Migrate: %v, want ErrInvalid", err)
+		}
+	}
+	if err := postgres.New(nil).RaiseFence(ctx, "k", 1); !errors.Is(err, locker.ErrInvalid) {
+		t.Fatalf("RaiseFence: %v", err)
+	}
+}
+
+// A database that is down is reported as down (ErrUnavailable) within seconds, never as
+// contention; after a restart the lock works again, nothing of a hold that was committed is
+// lost, and waiters' subscriptions listen again and are told.
+func TestServerRestart(t *testing.T) {
+	srv := pgtest.Start(t)
+	schema := srv.Schema(t)
+	pool := srv.Pool(t, "pool_max_conns=4")
+	b := postgres.New(pool, postgres.WithTable(schema, "locker"))
+	t.Cleanup(b.Close)
+	ctx := context.Background()
+	if err := b.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := locker.New(b, locker.WithTTL(time.Minute), locker.WithUnavailableTimeout(time.Second))
+	defer c.Close()
+	held, err := c.Lock(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	notices, cancel, err := b.Subscribe(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+
+	srv.Stop(t)
+	start := time.Now()
+	_, err = c.Lock(ctx, "other")
+	if !errors.Is(err, locker.ErrUnavailable) || errors.Is(err, locker.ErrNotObtained) {
+		t.Fatalf("Lock on a stopped server: %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Lock on a stopped server took %v", d)
+	}
+	if _, err := b.Inspect(ctx, "held"); !errors.Is(err, locker.ErrUnavailable) {
+		t.Fatalf("Inspect on a stopped server: %v, want ErrUnavailable", err)
+	}
+	for len(notices) > 0 {
+		<-notices
+	}
+
+	srv.Restart(t)
+	select { // the subscription listens again, and says a notice may have been missed
+	case <-notices:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notice after the restart")
+	}
+	if st, err := c.Inspect(ctx, "held"); err != nil || !st.Locked {
+		t.Fatalf("Inspect after the restart: %+v, %v; want the hold committed before it", st, err)
+	}
+	if _, err := c.TryLock(ctx, "held"); !errors.Is(err, locker.ErrNotObtained) {
+		t.Fatalf("TryLock of a held key after the restart: %v", err)
+	}
+	if err := held.Unlock(); err != nil {
+		t.Fatalf("Unlock after the restart: %v", err)
+	}
+	select {
+	case <-notices:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notice of the release after the restart")
+	}
+	l, err := c.Lock(ctx, "other")
+	if err != nil {
+		t.Fatalf("Lock after the restart: %v", err)
+	}
+	l.Unlock()
+}
+
+// A statement cut by the server's statement_timeout is rolled back and reported as
+// ErrUnavailable (the Client tries again), and a call cut by its ctx reports ctx's error, not
+// unavailability.
+func TestStatementTimeout(t *testing.T) {
+	srv := pgtest.Shared(t)
+	schema := srv.Schema(t)
+	slow := srv.Pool(t, "pool_max_conns=2")
+	b := postgres.New(slow, postgres.WithTable(schema, "locker"))
+	t.Cleanup(b.Close)
+	ctx := context.Background()
+	if err := b.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Another transaction takes the key (its advisory lock, as every writer does) and waits.
+	tx, err := slow.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "select "+schema+".locker_enter(sha256($1))", []byte("k")); err != nil {
+		t.Fatal(err)
+	}
+	timed := srv.Pool(t, "pool_max_conns=1", "statement_timeout=200")
+	bt := postgres.New(timed, postgres.WithTable(schema, "locker"))
+	t.Cleanup(bt.Close)
+	_, err = bt.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second})
+	if !errors.Is(err, locker.ErrUnavailable) {
+		t.Fatalf("Acquire cut by statement_timeout: %v, want ErrUnavailable", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err = b.Acquire(cctx, locker.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second})
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, locker.ErrUnavailable) {
+		t.Fatalf("Acquire cut by its ctx: %v, want DeadlineExceeded only", err)
+	}
+	tx.Rollback(ctx)
+	if a, err := b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second}); err != nil || a.Holds != 1 {
+		t.Fatalf("Acquire after: %+v, %v; want the first hold (nothing of the cut calls took effect)", a, err)
+	}
+}
