@@ -27,8 +27,8 @@ const CallTimeout = 10 * time.Second
 // [locker.FenceRaiser]) on a PostgreSQL database, through the caller's *pgxpool.Pool. Every
 // operation is one round trip: a call of one of the schema's functions (see [Backend.Migrate]),
 // atomic on the server, with leases on the database's clock. It is safe for concurrent use;
-// [Backend.Close] stops its release-notice connection, and must be called before the pool's
-// Close.
+// [Backend.Close] closes its release-notice connection (one of its own, made with the pool's
+// ConnConfig, outside the pool).
 type Backend struct {
 	pool  *pgxpool.Pool
 	names names
@@ -54,9 +54,9 @@ func New(pool *pgxpool.Pool, opts ...Option) *Backend {
 	return b
 }
 
-// Close stops the Backend's release-notice connection (ending every subscription, which then
-// gets no more notices) and returns it to the pool. Other calls still work after Close, without
-// notices. It may be called more than once.
+// Close closes the Backend's release-notice connection (every subscription then gets no more
+// notices; new ones fail with locker.ErrClosed). Other calls still work after Close. It may be
+// called more than once.
 func (b *Backend) Close() {
 	b.closeOnce.Do(func() {
 		if b.hub != nil {
@@ -106,8 +106,8 @@ func WithTable(schema, name string) Option {
 
 // WithoutNotices turns release notices off: Subscribe returns an error wrapping
 // errors.ErrUnsupported, and waiting Clients wake on their retry strategy's timers. For a pool
-// whose connections cannot LISTEN (PgBouncer in transaction mode), unless notices come through
-// another Backend on a direct pool. Default: notices on, over one connection of the pool.
+// whose connections cannot LISTEN (PgBouncer in transaction mode). Default: notices on, over
+// one connection of the Backend's own, made with the pool's ConnConfig.
 func WithoutNotices() Option {
 	return func(o *options) { o.noNotices = true }
 }
@@ -116,10 +116,10 @@ func WithoutNotices() Option {
 // subscription ended (WithNoticeLinger).
 const DefaultNoticeLinger = time.Second
 
-// WithNoticeLinger sets how long the notice connection stays listening, taken from the pool,
-// after its last subscription ended, so that a key contended again soon needs no LISTEN round
-// trip. 0 returns it at once; a negative d makes every call return an error wrapping
-// locker.ErrInvalid. Default: DefaultNoticeLinger (1s).
+// WithNoticeLinger sets how long the notice connection stays open and listening after its last
+// subscription ended, so that a key contended again soon needs no new connection. 0 closes it
+// at once; a negative d makes every call return an error wrapping locker.ErrInvalid. Default:
+// DefaultNoticeLinger (1s).
 func WithNoticeLinger(d time.Duration) Option {
 	return func(o *options) {
 		if d < 0 {

@@ -16,7 +16,8 @@
 // statements, so a pool behind PgBouncer in transaction mode works (without notices: LISTEN
 // needs a session, see WithoutNotices).
 //
-// Release notices go by NOTIFY on one channel per schema (sent at commit), and the Backend
-// LISTENs on a single connection of the pool whatever the number of keys waited on. Details and
-// what differs from Redis: docs/postgres.md.
+// Release notices go by NOTIFY on one channel per table name (sent at commit), and the Backend
+// LISTENs on a single connection of its own (the pool's ConnConfig, outside the pool, so that it
+// never takes a connection the lock's calls wait for), whatever the number of keys waited on.
+// Details and what differs from Redis: docs/postgres.md.
 package postgres

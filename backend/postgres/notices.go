@@ -19,11 +19,12 @@ import (
 
 // Release notices: every release to zero, forced release and grant runs pg_notify on the
 // Backend's one channel with sha256(key), and for a grant sha256(grantee) and the request ID (see
-// schema.sql, locker_notify). A hub LISTENs on one connection taken from the pool, whatever the
-// number of keys waited on, and hands each notice to the subscriptions of its key. It takes the
-// connection at the first subscription and gives it back (UNLISTEN *) once the last has ended
-// and the linger has passed; when the connection breaks, it takes another and listens again,
-// then sends every subscription a notice (one may have been missed).
+// schema.sql, locker_notify). A hub LISTENs on one connection of its own, made with the pool's
+// configuration but outside it (so that it never takes a connection the lock's calls wait for),
+// whatever the number of keys waited on, and hands each notice to the subscriptions of its key.
+// It connects at the first subscription and closes the connection once the last has ended and
+// the linger has passed; when the connection breaks, it connects again and listens again, then
+// sends every subscription a notice (one may have been missed).
 
 // relistenWait bounds the pause between attempts to listen again.
 const relistenWait = 200 * time.Millisecond
@@ -213,35 +214,24 @@ func (h *hub) listen(ctx context.Context, done chan struct{}) {
 	}
 }
 
-// session takes a connection, listens on it and hands out notices until it fails or ctx ends.
+// session connects, listens and hands out notices until the connection fails or ctx ends.
 // again says that an earlier connection listened: every subscription is then told (a notice may
 // have been missed in between).
 func (h *hub) session(ctx context.Context, again bool) error {
-	conn, err := h.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	listening := false
-	defer func() {
-		if listening && ctx.Err() != nil {
-			uctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, err := conn.Exec(uctx, "unlisten *")
-			cancel()
-			if err == nil {
-				conn.Release() // clean again: back to the pool
-				return
-			}
-		}
-		conn.Conn().Close(context.Background()) //nolint:errcheck // destroyed either way
-		conn.Release()
-	}()
 	lctx, cancel := context.WithTimeout(ctx, CallTimeout)
-	_, err = conn.Exec(lctx, "listen "+pgx.Identifier{h.channel}.Sanitize())
-	cancel()
+	defer cancel()
+	conn, err := pgx.ConnectConfig(lctx, h.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return err
 	}
-	listening = true
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		conn.Close(cctx) //nolint:errcheck // gone either way
+		cancel()
+	}()
+	if _, err = conn.Exec(lctx, "listen "+pgx.Identifier{h.channel}.Sanitize()); err != nil {
+		return err
+	}
 	h.mu.Lock()
 	if h.gen != nil && ctx.Err() == nil {
 		close(h.gen.ready)
@@ -255,7 +245,7 @@ func (h *hub) session(ctx context.Context, again bool) error {
 	}
 	h.mu.Unlock()
 	for {
-		n, err := conn.Conn().WaitForNotification(ctx)
+		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hashlock/locker/backend/postgres"
+)
+
+// isPostgresURL reports whether raw is a PostgreSQL URL (postgres:// or postgresql://), which
+// --postgres takes and an outer locker run may pass to a nested one.
+func isPostgresURL(raw string) bool {
+	scheme, _, ok := strings.Cut(raw, "://")
+	return ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql"))
+}
+
+// postgresTable splits --postgres-table (SCHEMA.NAME, or NAME in schema public).
+func postgresTable(v string) (schema, name string) {
+	if s, n, ok := strings.Cut(v, "."); ok {
+		return s, n
+	}
+	return "public", v
+}
+
+// connectPostgres makes a Locker on the PostgreSQL database at raw (a URL as pgx takes it: the
+// password from the URL, else $PGPASSWORD or ~/.pgpass), pings it, and creates the schema
+// (backend/postgres Migrate) when its functions are missing. The pool has at most 4 connections:
+// the lock's calls, the watchdog's renewals and the notice listener.
+func (c *connFlags) connectPostgres(ctx context.Context, raw string) (*conn, error) {
+	schema, name := postgresTable(c.pgTable)
+	opts := []postgres.Option{postgres.WithTable(schema, name)}
+	if postgres.SchemaSQL(opts...) == "" {
+		return nil, usagef("--postgres-table %q: want NAME or SCHEMA.NAME, lower-case identifiers of at most 40 bytes", c.pgTable)
+	}
+	cfg, err := pgxpool.ParseConfig(raw)
+	if err != nil {
+		return nil, usagef("--postgres %s: %v", redactURL(raw), urlError(raw, err))
+	}
+	if !strings.Contains(raw, "pool_max_conns") {
+		cfg.MaxConns = 4
+	}
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", redactURL(raw), err)
+	}
+	b := postgres.New(pool, opts...)
+	closeAll := func() { b.Close(); pool.Close() }
+	var exists bool
+	if err := pool.QueryRow(ctx, "select to_regproc($1) is not null", schema+"."+name+"_acquire").Scan(&exists); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("%s: %w", redactURL(raw), err)
+	}
+	if !exists {
+		if err := b.Migrate(ctx); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("%s: create the lock's tables and functions: %w", redactURL(raw), err)
+		}
+	}
+	return &conn{Locker: b, desc: "PostgreSQL at " + redactURL(raw) + ", table " + schema + "." + name, close: closeAll}, nil
+}
+
+// postgresID names the database raw points at, without credentials or options, for the holds
+// that locker run passes to nested runs: "postgres://host:port/db", host in lower case
+// ("localhost" as 127.0.0.1), port 5432 by default.
+func postgresID(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if host == "localhost" {
+		host = "127.0.0.1"
+	}
+	if port == "" {
+		port = "5432"
+	}
+	return "postgres://" + net.JoinHostPort(host, port) + "/" + strings.Trim(u.Path, "/")
+}
