@@ -10,6 +10,7 @@ import (
 
 // The full suite on a real PostgreSQL, in real time.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	pool, opts := migrated(t)
 	conformance.Run(t, conformance.Factory{
 		New: func(t conformance.TB) locker.Locker {

@@ -15,6 +15,7 @@ import (
 // Keys and owners of any bytes and any length are data, never SQL: NUL, quotes, a statement,
 // invalid UTF-8, a megabyte.
 func TestKeysOfAnyBytes(t *testing.T) {
+	t.Parallel()
 	pool, opts := migrated(t)
 	b := postgres.New(pool, opts...)
 	t.Cleanup(b.Close)
@@ -68,6 +69,7 @@ func TestInvalid(t *testing.T) {
 // contention; after a restart the lock works again, nothing of a hold that was committed is
 // lost, and waiters' subscriptions listen again and are told.
 func TestServerRestart(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	schema := srv.Schema(t)
 	pool := srv.Pool(t, "pool_max_conns=4")
@@ -136,6 +138,7 @@ func TestServerRestart(t *testing.T) {
 // ErrUnavailable (the Client tries again), and a call cut by its ctx reports ctx's error, not
 // unavailability.
 func TestStatementTimeout(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Shared(t)
 	schema := srv.Schema(t)
 	slow := srv.Pool(t, "pool_max_conns=2")

@@ -26,3 +26,14 @@ func migrated(t testing.TB) (*pgxpool.Pool, []postgres.Option) {
 	}
 	return pool, opts
 }
+
+// poolAt returns a pool on url, closed in t.Cleanup.
+func poolAt(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
