@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hashlock/locker"
@@ -49,7 +50,11 @@ func New(pool *pgxpool.Pool, opts ...Option) *Backend {
 		b.err = display.Errorf("postgres: nil pool: %w", locker.ErrInvalid)
 	}
 	if !o.noNotices && b.err == nil {
-		b.hub = newHub(pool, o.names.channel(), o.linger)
+		cfg := o.noticeCfg
+		if cfg == nil {
+			cfg = pool.Config().ConnConfig
+		}
+		b.hub = newHub(cfg, o.names.channel(), o.linger)
 	}
 	return b
 }
@@ -66,11 +71,12 @@ func (b *Backend) Close() {
 }
 
 // An Option configures a Backend (New) and its schema (SchemaSQL): WithTable, WithoutNotices,
-// WithNoticeLinger.
+// WithNoticeConnConfig, WithNoticeLinger.
 type Option func(*options)
 
 type options struct {
 	names     names
+	noticeCfg *pgx.ConnConfig // WithNoticeConnConfig; nil: the pool's
 	noNotices bool
 	linger    time.Duration
 	err       error
@@ -110,6 +116,13 @@ func WithTable(schema, name string) Option {
 // one connection of the Backend's own, made with the pool's ConnConfig.
 func WithoutNotices() Option {
 	return func(o *options) { o.noNotices = true }
+}
+
+// WithNoticeConnConfig makes the notice connection with cfg instead of the pool's ConnConfig:
+// for a pool behind PgBouncer in transaction mode, where LISTEN cannot work, give the database's
+// own address here (pgx.ParseConfig). A nil cfg is the default: the pool's ConnConfig.
+func WithNoticeConnConfig(cfg *pgx.ConnConfig) Option {
+	return func(o *options) { o.noticeCfg = cfg }
 }
 
 // DefaultNoticeLinger is how long the notice connection stays listening after its last

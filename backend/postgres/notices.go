@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/internal/display"
@@ -20,7 +19,7 @@ import (
 // Release notices: every release to zero, forced release and grant runs pg_notify on the
 // Backend's one channel with sha256(key), and for a grant sha256(grantee) and the request ID (see
 // schema.sql, locker_notify). A hub LISTENs on one connection of its own, made with the pool's
-// configuration but outside it (so that it never takes a connection the lock's calls wait for),
+// configuration (or WithNoticeConnConfig's) but outside the pool (so that it never takes a connection the lock's calls wait for),
 // whatever the number of keys waited on, and hands each notice to the subscriptions of its key.
 // It connects at the first subscription and closes the connection once the last has ended and
 // the linger has passed; when the connection breaks, it connects again and listens again, then
@@ -31,7 +30,7 @@ const relistenWait = 200 * time.Millisecond
 
 // hub is a Backend's notice listener.
 type hub struct {
-	pool    *pgxpool.Pool
+	cfg     *pgx.ConnConfig
 	channel string
 	linger  time.Duration
 
@@ -54,8 +53,8 @@ type attempt struct {
 
 func newAttempt() *attempt { return &attempt{ready: make(chan struct{}), failed: make(chan struct{})} }
 
-func newHub(pool *pgxpool.Pool, channel string, linger time.Duration) *hub {
-	return &hub{pool: pool, channel: channel, linger: linger, subs: map[string]map[*notify.Waiter]string{}}
+func newHub(cfg *pgx.ConnConfig, channel string, linger time.Duration) *hub {
+	return &hub{cfg: cfg, channel: channel, linger: linger, subs: map[string]map[*notify.Waiter]string{}}
 }
 
 // Subscribe implements [locker.Locker.Subscribe] over the Backend's notice connection: it returns
@@ -220,7 +219,7 @@ func (h *hub) listen(ctx context.Context, done chan struct{}) {
 func (h *hub) session(ctx context.Context, again bool) error {
 	lctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(lctx, h.pool.Config().ConnConfig.Copy())
+	conn, err := pgx.ConnectConfig(lctx, h.cfg.Copy())
 	if err != nil {
 		return err
 	}
