@@ -229,8 +229,7 @@ begin
     r_holds := -1;
     return;
   end if;
-  excl_mode := exists (select 1 from public.locker_holds h where h.key = k and h.excl > 0);
-  held := excl_mode or exists (select 1 from public.locker_holds h where h.key = k);
+  select coalesce(bool_or(h.excl > 0), false), count(*) > 0 into excl_mode, held from public.locker_holds h where h.key = k;
   if total > 0 and not sh and not excl_mode then
     r_holds := -2;
     return;
@@ -253,7 +252,9 @@ begin
         perform public.locker_advance(k, now_);
       end if;
     end if;
-    removed := public.locker_remove(k, o, now_); -- not inside the condition: it could go unevaluated
+    if sh or flags & 16 <> 0 or wait_ms > 0 then -- a plain exclusive request without Wait need not read the queue
+      removed := public.locker_remove(k, o, now_); -- not inside the condition: it could go unevaluated
+    end if;
     if removed = 1 and sh
        and (select q.kind in ('s', 'r') from public.locker_queue q where q.key = k and q.kind <> 'g' and q.deadline > now_ order by q.seq limit 1) then
       perform public.locker_notify(k, null, null); -- readers at the head may join
@@ -263,7 +264,9 @@ begin
   if not fresh then
     perform public.locker_remember(k, rid, r_holds, now_, 20000);
   end if;
-  r_token := public.locker_token(k, fence);
+  if fence then
+    r_token := public.locker_token(k, fence);
+  end if;
 end $$;
 
 -- locker_release is locker.Locker.Release: the holds o has left, -1 when it holds none to
