@@ -3,9 +3,13 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/postgres"
@@ -173,5 +177,50 @@ func TestStatementTimeout(t *testing.T) {
 	tx.Rollback(ctx)
 	if a, err := b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second}); err != nil || a.Holds != 1 {
 		t.Fatalf("Acquire after: %+v, %v; want the first hold (nothing of the cut calls took effect)", a, err)
+	}
+}
+
+// A pool whose transactions run above READ COMMITTED is refused, not served wrongly: the
+// snapshot of such a call would be older than the advisory lock it waited for. The error is not
+// ErrUnavailable (it will not pass) and nothing is written.
+func TestIsolationAboveReadCommitted(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.Shared(t)
+	schema := srv.Schema(t)
+	opts := []postgres.Option{postgres.WithTable(schema, "locker")}
+	plain := postgres.New(srv.Pool(t), opts...)
+	t.Cleanup(plain.Close)
+	ctx := context.Background()
+	if err := plain.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, level := range []string{"repeatable%20read", "serializable"} {
+		b := postgres.New(srv.Pool(t, "default_transaction_isolation="+level), opts...)
+		t.Cleanup(b.Close)
+		_, err := b.Acquire(ctx, locker.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second})
+		if err == nil || errors.Is(err, locker.ErrUnavailable) || !strings.Contains(err.Error(), "READ COMMITTED") {
+			t.Fatalf("Acquire at %s: %v, want a refusal naming READ COMMITTED", level, err)
+		}
+		if errs := b.Renew(ctx, []locker.Renewal{{Key: "k", Owner: "o", TTL: time.Second}}); errs[0] == nil || errors.Is(errs[0], locker.ErrNotHeld) {
+			t.Fatalf("Renew at %s: %v, want a refusal", level, errs[0])
+		}
+	}
+	if st, err := plain.Inspect(ctx, "k"); err != nil || st.Locked {
+		t.Fatalf("Inspect: %+v, %v; want nothing written", st, err)
+	}
+}
+
+// The SQLSTATEs of a database that will answer again, and only those, pass as unavailable.
+func TestUnavailable(t *testing.T) {
+	for code, want := range map[string]bool{
+		"40001": true, "40P01": true, "57014": true, "57P01": true, "57P03": true, "08006": true, "25006": true, "53300": true,
+		"42883": false, "42501": false, "0A000": false, "23505": false,
+	} {
+		if got := postgres.Unavailable(&pgconn.PgError{Code: code}); got != want {
+			t.Errorf("Unavailable(SQLSTATE %s) = %v, want %v", code, got, want)
+		}
+	}
+	if !postgres.Unavailable(fmt.Errorf("dial: %w", syscall.ECONNREFUSED)) || postgres.Unavailable(errors.New("other")) {
+		t.Error("Unavailable of a refused connection, or of any error")
 	}
 }

@@ -45,6 +45,17 @@ create table if not exists public.locker_requests (
 );
 create index if not exists locker_requests_expires on public.locker_requests (expires);
 
+-- locker_read_committed refuses a transaction above READ COMMITTED: its snapshot would be taken
+-- before the advisory lock is, and a call would not see what the call it waited for wrote.
+create or replace function public.locker_read_committed() returns void
+language plpgsql as $$
+begin
+  if current_setting('transaction_isolation') <> 'read committed' then
+    raise exception 'the lock''s functions need READ COMMITTED, not %', current_setting('transaction_isolation')
+      using errcode = '0A000', hint = 'set default_transaction_isolation to read committed for the pool''s connections';
+  end if;
+end $$;
+
 -- locker_enter serialises the caller's transaction on key k, forgets k's ended holds and
 -- returns the database's clock, read once the key is the caller's.
 create or replace function public.locker_enter(k bytea) returns timestamptz
@@ -52,6 +63,7 @@ language plpgsql as $$
 declare
   now_ timestamptz;
 begin
+  perform public.locker_read_committed();
   perform pg_advisory_xact_lock(hashtext('public.locker_'), ('x' || left(encode(k, 'hex'), 8))::bit(32)::int);
   now_ := clock_timestamp();
   delete from public.locker_holds h where h.key = k and h.expires <= now_;
@@ -336,6 +348,7 @@ language plpgsql as $$
 declare
   now_ timestamptz;
 begin
+  perform public.locker_read_committed();
   perform pg_advisory_xact_lock(hashtext('public.locker_'), l.h)
      from (select distinct ('x' || left(encode(sha256(u.k), 'hex'), 8))::bit(32)::int as h from unnest(ks) as u(k) order by 1) l;
   now_ := clock_timestamp();
