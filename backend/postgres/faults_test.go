@@ -224,3 +224,53 @@ func TestUnavailable(t *testing.T) {
 		t.Error("Unavailable of a refused connection, or of any error")
 	}
 }
+
+// Ended holds, queue entries and request markers of keys that nobody touches again are deleted
+// by the next new locks of other keys (a few each), so no sweeper is needed.
+func TestEndedRowsSwept(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.Shared(t)
+	schema := srv.Schema(t)
+	pool := srv.Pool(t)
+	b := postgres.New(pool, postgres.WithTable(schema, "locker"))
+	t.Cleanup(b.Close)
+	ctx := context.Background()
+	if err := b.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 12 {
+		key := fmt.Sprint("gone:", i)
+		for _, req := range []locker.AcquireRequest{
+			{Key: key, Owner: "o", TTL: time.Millisecond, Fresh: true},             // a hold that ends
+			{Key: key + ":w", Owner: "x", TTL: time.Minute, Fresh: true},           // a hold that stays
+			{Key: key + ":w", Owner: "p", TTL: time.Minute, Wait: time.Millisecond}, // a queue entry that ends
+			{Key: key + ":r", Owner: "q", TTL: time.Minute, Fresh: true},
+		} {
+			if _, err := b.Acquire(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A marker that ends: a fresh owner's last release, remembered for its reply window.
+		if _, err := b.Release(ctx, locker.ReleaseRequest{Key: key + ":r", Owner: "q", ID: "r", Fresh: true, ReplyWindow: time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(5 * time.Millisecond)
+	count := func(table string) (n int) {
+		if err := pool.QueryRow(ctx, "select count(*) from "+schema+".locker_"+table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if h, q, r := count("holds"), count("queue"), count("requests"); h+q+r <= 12 {
+		t.Fatalf("before: %d holds, %d queue entries, %d markers; want ended ones beside the 12 holds that stay", h, q, r)
+	}
+	for i := range 12 {
+		if _, err := b.Acquire(ctx, locker.AcquireRequest{Key: fmt.Sprint("new:", i), Owner: "o", TTL: time.Minute, Fresh: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h, q, r := count("holds"), count("queue"), count("requests"); h != 24 || q != 0 || r != 0 {
+		t.Fatalf("after 12 new locks: %d holds, %d queue entries, %d markers; want the 24 live holds alone", h, q, r)
+	}
+}
