@@ -241,8 +241,8 @@ func TestEndedRowsSwept(t *testing.T) {
 	for i := range 12 {
 		key := fmt.Sprint("gone:", i)
 		for _, req := range []locker.AcquireRequest{
-			{Key: key, Owner: "o", TTL: time.Millisecond, Fresh: true},             // a hold that ends
-			{Key: key + ":w", Owner: "x", TTL: time.Minute, Fresh: true},           // a hold that stays
+			{Key: key, Owner: "o", TTL: time.Millisecond, Fresh: true},              // a hold that ends
+			{Key: key + ":w", Owner: "x", TTL: time.Minute, Fresh: true},            // a hold that stays
 			{Key: key + ":w", Owner: "p", TTL: time.Minute, Wait: time.Millisecond}, // a queue entry that ends
 			{Key: key + ":r", Owner: "q", TTL: time.Minute, Fresh: true},
 		} {
