@@ -257,7 +257,7 @@ func runBench(ctx context.Context, s *streams, cfg benchConfig) error {
 			schema, name := postgresTable(cfg.PgTable)
 			pg, err := bench.Postgres(ctx, cfg.Postgres, postgres.WithTable(schema, name)) // creates the tables
 			if err != nil {
-				return &exitError{exitUnavailable, fmt.Errorf("%s: %w", redactURL(cfg.Postgres), err)}
+				return &exitError{exitUnavailable, fmt.Errorf("%s: %w", redactPostgres(cfg.Postgres), err)}
 			}
 			libs = append(libs, pg)
 			continue
@@ -270,7 +270,7 @@ func runBench(ctx context.Context, s *streams, cfg benchConfig) error {
 	}
 
 	if !redisRuns && cfg.Postgres != "" {
-		report.Server, report.Embedded = redactURL(cfg.Postgres), false
+		report.Server, report.Embedded = redactPostgres(cfg.Postgres), false
 	}
 	if cfg.Metrics {
 		var m metrics
@@ -292,7 +292,7 @@ func runBench(ctx context.Context, s *streams, cfg benchConfig) error {
 		w.printf("server: Redis %s at %s\n", report.RedisVersion, report.Server)
 	}
 	if cfg.Postgres != "" {
-		w.printf("postgres: PostgreSQL at %s\n", redactURL(cfg.Postgres))
+		w.printf("postgres: PostgreSQL at %s\n", redactPostgres(cfg.Postgres))
 	}
 	w.printf("%s %s/%s, GOMAXPROCS %d; about %v per scenario and driver; contention: %d goroutines, hold %v; many hot keys: %d keys × %d; watchdog: %d leases, TTL %v\n\n",
 		report.Go, report.OS, report.Arch, report.GOMAXPROCS, cfg.Time, cfg.Goroutines, cfg.Hold, report.Config.Keys, bench.HotKeyClients, report.Config.Leases, cfg.LeaseTTL)

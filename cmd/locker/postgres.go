@@ -39,7 +39,7 @@ func (c *connFlags) connectPostgres(ctx context.Context, raw string) (*conn, err
 	}
 	cfg, err := pgxpool.ParseConfig(raw)
 	if err != nil {
-		return nil, usagef("--postgres %s: %v", redactURL(raw), urlError(raw, err))
+		return nil, usagef("--postgres %s: %v", redactPostgres(raw), urlError(raw, err))
 	}
 	if !strings.Contains(raw, "pool_max_conns") {
 		cfg.MaxConns = 4
@@ -48,22 +48,45 @@ func (c *connFlags) connectPostgres(ctx context.Context, raw string) (*conn, err
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", redactURL(raw), err)
+		return nil, fmt.Errorf("%s: %w", redactPostgres(raw), err)
 	}
 	b := postgres.New(pool, opts...)
 	closeAll := func() { b.Close(); pool.Close() }
 	var exists bool
 	if err := pool.QueryRow(ctx, "select to_regproc($1) is not null", schema+"."+name+"_acquire").Scan(&exists); err != nil {
 		closeAll()
-		return nil, fmt.Errorf("%s: %w", redactURL(raw), err)
+		return nil, fmt.Errorf("%s: %w", redactPostgres(raw), err)
 	}
 	if !exists {
 		if err := b.Migrate(ctx); err != nil {
 			closeAll()
-			return nil, fmt.Errorf("%s: create the lock's tables and functions: %w", redactURL(raw), err)
+			return nil, fmt.Errorf("%s: create the lock's tables and functions: %w", redactPostgres(raw), err)
 		}
 	}
-	return &conn{Locker: b, desc: "PostgreSQL at " + redactURL(raw) + ", table " + schema + "." + name, close: closeAll}, nil
+	return &conn{Locker: b, desc: "PostgreSQL at " + redactPostgres(raw) + ", table " + schema + "." + name, close: closeAll}, nil
+}
+
+// redactPostgres returns the PostgreSQL URL raw for people: its password and every query value
+// become "xxxxx" (the user name stays: in a PostgreSQL URL it is never the password), a
+// fragment is dropped, and a connection string that is not a URL (host=… password=…) is
+// withheld whole.
+func redactPostgres(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Opaque != "" || !isPostgresURL(raw) {
+		return invalidURL
+	}
+	out := &url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	if u.User != nil {
+		out.User = url.User(u.User.Username())
+		if _, ok := u.User.Password(); ok {
+			out.User = url.UserPassword(u.User.Username(), secretMask)
+		}
+	}
+	s := out.String()
+	if red := redactURL(raw); strings.Contains(red, "?") {
+		s += red[strings.Index(red, "?"):] // the query, its values masked
+	}
+	return s
 }
 
 // postgresID names the database raw points at, without credentials or options, for the holds

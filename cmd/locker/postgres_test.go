@@ -51,13 +51,45 @@ func TestPostgres(t *testing.T) {
 	tio = newIO("", false)
 	tio.exec(t, 2, "inspect", "--postgres", url, "--redis", "redis://127.0.0.1:1", "k")
 
+	tio = newIO("", false)
+	tio.exec(t, 0, "bench", "--postgres", url, "--time", "20ms", "--scenario", "floor,uncontended,contention-separate")
+	shown := strings.Replace(url, "sslmode=disable", "sslmode=xxxxx", 1)
+	for _, want := range []string{"postgres: PostgreSQL at " + shown, "uncontended           postgres", "floor                 postgres", "contention-separate   postgres"} {
+		if out := tio.stdout.String(); !strings.Contains(out, want) {
+			t.Errorf("bench --postgres: stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if out := tio.stdout.String(); strings.Contains(out, "goredis") || strings.Contains(out, "miniredis") {
+		t.Errorf("bench --postgres alone ran Redis drivers:\n%s", out)
+	}
+	tio = newIO("", false)
+	tio.exec(t, 2, "bench", "--driver", "postgres")
+
 	// A database that refuses the password: the error shows the URL redacted.
 	secret := strings.Replace(url, "postgres@", "postgres:s3cretpw@", 1)
 	secret = strings.Replace(secret, srv.Addr, freeAddr(t), 1)
 	tio = newIO("", false)
 	run([]string{"inspect", "--postgres", secret, "k"}, tio.streams)
 	checkNoSecret(t, "inspect --postgres", tio.stdout.String()+tio.stderr.String())
-	if !strings.Contains(tio.stderr.String(), "postgres:xxxxx@") {
+	if !strings.Contains(tio.stderr.String(), "postgres://postgres:xxxxx@") {
 		t.Errorf("stderr %q: want the URL, redacted", tio.stderr)
+	}
+}
+
+// A PostgreSQL URL shows its user name, not its password nor its query values.
+func TestRedactPostgres(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ raw, want string }{
+		{"postgres://app@db:5432/app", "postgres://app@db:5432/app"},
+		{"postgres://app:hunter2@db/app", "postgres://app:xxxxx@db/app"},
+		{"postgresql://db/app?password=s3cretpw&sslmode=require", "postgresql://db/app?password=xxxxx&sslmode=xxxxx"},
+		{"host=db password=qsecret", invalidURL},
+		{"postgres://app:hunter2@db:port/app", invalidURL},
+	} {
+		got := redactPostgres(tc.raw)
+		if got != tc.want {
+			t.Errorf("redactPostgres(%q) = %q, want %q", tc.raw, got, tc.want)
+		}
+		checkNoSecret(t, "redactPostgres", got)
 	}
 }
