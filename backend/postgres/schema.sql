@@ -70,25 +70,30 @@ begin
   return now_;
 end $$;
 
--- locker_sweep deletes a few ended rows of any key whose advisory lock is free (never waiting
--- for one), so that keys nobody touches again do not pile up: no sweeper process is needed.
+-- locker_sweeps counts new locks: one in 8 sweeps (locker_sweep).
+create sequence if not exists public.locker_sweeps;
+
+-- locker_sweep deletes up to 16 ended rows of each table, of any key whose advisory lock is free
+-- (never waiting for one), so that keys nobody touches again do not pile up: no sweeper process
+-- is needed. One new lock in 8 runs it, which deletes more than new locks can leave.
 create or replace function public.locker_sweep(now_ timestamptz) returns void
-language sql as $$
+language plpgsql as $$
+begin
   with holds as (
     delete from public.locker_holds h
-     using (select s.key, s.owner from public.locker_holds s where s.expires < now_ order by s.expires limit 4) d
+     using (select s.key, s.owner from public.locker_holds s where s.expires < now_ order by s.expires limit 16) d
      where h.key = d.key and h.owner = d.owner and h.expires < now_
        and pg_try_advisory_xact_lock(hashtext('public.locker_'), ('x' || left(encode(h.key, 'hex'), 8))::bit(32)::int)
   ), queue as (
     delete from public.locker_queue q
-     using (select s.key, s.owner from public.locker_queue s where s.deadline < now_ order by s.deadline limit 4) d
+     using (select s.key, s.owner from public.locker_queue s where s.deadline < now_ order by s.deadline limit 16) d
      where q.key = d.key and q.owner = d.owner and q.deadline < now_
        and pg_try_advisory_xact_lock(hashtext('public.locker_'), ('x' || left(encode(q.key, 'hex'), 8))::bit(32)::int)
   )
   delete from public.locker_requests r
-   using (select s.key, s.id from public.locker_requests s where s.expires < now_ order by s.expires limit 4) d
+   using (select s.key, s.id from public.locker_requests s where s.expires < now_ order by s.expires limit 16) d
    where r.key = d.key and r.id = d.id and r.expires < now_;
-$$;
+end $$;
 
 -- locker_notify sends the release notice of k: its digest in hex, and for a grant sha256(grantee)
 -- and the ID that queued it, in hex.
@@ -261,7 +266,9 @@ begin
   else
     insert into public.locker_holds (key, owner, excl, shared, expires) values (k, o, case when sh then 0 else 1 end, case when sh then 1 else 0 end, lease);
     if not held then
-      perform public.locker_sweep(now_);
+      if nextval('public.locker_sweeps') % 8 = 0 then
+        perform public.locker_sweep(now_);
+      end if;
       if fence and not sh then
         perform public.locker_advance(k, now_);
       end if;
