@@ -9,12 +9,12 @@
 // (clock_timestamp(), after the lock: never the client's clock, nor a transaction start that
 // waited), so leases live on the server. Holds are rows (key, owner) of name_holds, each with its
 // own lease; a row whose lease has ended counts for nothing at once, and the next writer of the
-// key deletes it (a few of other keys too, never waiting for their locks), so no sweeper runs.
-// The wait queue (name_queue), the fencing counters (name_fences, kept for ever, seeded from the
-// clock in microseconds) and the markers of retried requests (name_requests, kept for
-// locker.RequestWindow) are tables beside it. Nothing is kept in the session between
-// statements, so a pool behind PgBouncer in transaction mode works (without notices: LISTEN
-// needs a session, see WithoutNotices).
+// key deletes it (one new lock in 8 deletes some of other keys too, never waiting for their
+// locks), so no sweeper runs. The wait queue (name_queue), the fencing counters (name_fences,
+// kept for ever, seeded from the clock in microseconds) and the markers of retried requests
+// (name_requests, kept for locker.RequestWindow) are tables beside it. Transactions must run at
+// READ COMMITTED (others are refused). Nothing is kept in the session between statements, so a
+// pool behind PgBouncer in transaction mode works (notices then need WithNoticeConnConfig).
 //
 // Release notices go by NOTIFY on one channel per table name (sent at commit), and the Backend
 // LISTENs on a single connection of its own (the pool's ConnConfig, outside the pool, so that it
