@@ -168,7 +168,7 @@ func (h *hub) halt() {
 	h.stop, h.gen = nil, nil
 }
 
-// close stops the listener, waits for it to give its connection back, and refuses new
+// close stops the listener, waits until it has closed its connection, and refuses new
 // subscriptions.
 func (h *hub) close() {
 	h.mu.Lock()
@@ -190,8 +190,8 @@ func (h *hub) close() {
 // listen is the listener: one connection at a time, listening until it breaks or ctx ends.
 func (h *hub) listen(ctx context.Context, done chan struct{}) {
 	defer close(done)
-	for first := true; ctx.Err() == nil; first = false {
-		err := h.session(ctx, !first)
+	for listened := false; ctx.Err() == nil; {
+		err := h.session(ctx, listened)
 		if ctx.Err() != nil {
 			return
 		}
@@ -199,6 +199,7 @@ func (h *hub) listen(ctx context.Context, done chan struct{}) {
 		if gen := h.gen; gen != nil && ctx.Err() == nil { // h.gen is this listener's until halt ends ctx (under h.mu)
 			select {
 			case <-gen.ready: // it listened, then broke: the next attempt has its own
+				listened = true
 			default:
 				gen.err = err
 				close(gen.failed)
