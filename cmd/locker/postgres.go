@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 
@@ -89,20 +88,21 @@ func redactPostgres(raw string) string {
 	return s
 }
 
-// postgresID names the database raw points at, without credentials or options, for the holds
-// that locker run passes to nested runs: "postgres://host:port/db", host in lower case
-// ("localhost" as 127.0.0.1), port 5432 by default.
+// postgresID is the database raw points at, as locker run passes it to nested runs: the URL
+// without its passwords, in the user information or the query (a nested run takes them from
+// $PGPASSWORD or ~/.pgpass), the rest kept, since a nested run connects with it (user, TLS
+// options).
 func postgresID(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return ""
 	}
-	host, port := strings.ToLower(u.Hostname()), u.Port()
-	if host == "localhost" {
-		host = "127.0.0.1"
+	if u.User != nil {
+		u.User = url.User(u.User.Username())
 	}
-	if port == "" {
-		port = "5432"
-	}
-	return "postgres://" + net.JoinHostPort(host, port) + "/" + strings.Trim(u.Path, "/")
+	q := u.Query()
+	q.Del("password")
+	q.Del("sslpassword")
+	u.RawQuery, u.Fragment = q.Encode(), ""
+	return u.String()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,16 @@ func TestPostgres(t *testing.T) {
 	tio = newIO("", false)
 	tio.exec(t, 2, "inspect", "--postgres", url, "--redis", "redis://127.0.0.1:1", "k")
 
+	// A nested run re-enters the outer run's hold, finding the database in $LOCKER_HOLDS; another
+	// key is free to it, and the outer key held to a run that is not nested.
+	inner := os.Args[0] + " " + helperArg + " locker run -n job -c 'echo nested'; " +
+		os.Args[0] + " " + helperArg + " locker run -n other -c 'echo other'"
+	tio = newIO("", false)
+	tio.exec(t, 0, "run", "--postgres", url, "job", "-c", inner)
+	if got := tio.stdout.String(); got != "nested\nother\n" {
+		t.Fatalf("nested runs: stdout %q\nstderr:\n%s", got, tio.stderr)
+	}
+
 	tio = newIO("", false)
 	tio.exec(t, 0, "bench", "--postgres", url, "--time", "20ms", "--scenario", "floor,uncontended,contention-separate")
 	shown := strings.Replace(url, "sslmode=disable", "sslmode=xxxxx", 1)
@@ -92,4 +103,14 @@ func TestRedactPostgres(t *testing.T) {
 		}
 		checkNoSecret(t, "redactPostgres", got)
 	}
+}
+
+// A nested run gets the outer run's database without any password.
+func TestPostgresID(t *testing.T) {
+	t.Parallel()
+	got := postgresID("postgres://app:hunter2@db:5433/app?password=s3cretpw&sslmode=require&sslpassword=qsecret#x")
+	if want := "postgres://app@db:5433/app?sslmode=require"; got != want {
+		t.Errorf("postgresID = %q, want %q", got, want)
+	}
+	checkNoSecret(t, "postgresID", got)
 }
