@@ -16,8 +16,8 @@
 // The package has two layers:
 //
 //   - [Locker] is the contract a storage backend implements: a handful of atomic operations, one
-//     round trip each. Backends live under backend/ (memory, and one per Redis driver), and the
-//     conformance package is that contract made executable.
+//     round trip each. Backends live under backend/ (memory, one per Redis driver, postgres),
+//     and the conformance package is that contract made executable.
 //   - [Client] is written once on top of any Locker: owner tokens, re-entry through contexts,
 //     waiting and retries, the watchdog and the lost-lease signal.
 //
@@ -186,7 +186,7 @@ type Acquisition struct {
 	// granted, 0 otherwise. Tokens of a key strictly increase with every new lock on it (Holds
 	// == 1) by any owner through any client that asks for them; a re-entry reports the token of
 	// the hold it re-enters. The counter behind them lives on the backend, next to the lock. The
-	// Redis backends seed it from the server's clock (microseconds since 1970), so tokens keep
+	// Redis and PostgreSQL backends seed it from the server's clock (µs since 1970), so tokens keep
 	// growing after the server lost its data, unless its clock went back; the memory backend
 	// counts from 1.
 	Token uint64

@@ -3,6 +3,7 @@ package backend_test
 import (
 	"context"
 	"errors"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -10,7 +11,9 @@ import (
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/backend/memory"
+	"github.com/hashlock/locker/backend/postgres"
 	"github.com/hashlock/locker/backend/quorum"
+	"github.com/hashlock/locker/internal/testkit/pgtest"
 	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
@@ -18,18 +21,29 @@ import (
 // no clause twice (the layers' answers to "cannot upgrade" used to be "locker: lock "k": goredis:
 // acquire "k": locker: cannot upgrade a shared hold to an exclusive one (the owner holds the lock
 // shared: an exclusive hold would be an upgrade)"). And every backend answers the same fault with
-// the same words, but for its own name: memory and every Redis driver; the quorum, which words
-// its own layer, says each thing once too.
+// the same words, but for its own name: memory, every Redis driver and PostgreSQL; the quorum,
+// which words its own layer, says each thing once too.
 func TestErrorMessagesSayEachThingOnce(t *testing.T) {
 	type backend struct {
 		name string
 		new  func() locker.Locker
-		srv  *redistest.Server // nil for memory and the quorum
+		srv  *redistest.Server // nil for memory, postgres and the quorum
+		pg   *pgtest.Server    // for postgres
 	}
 	backends := []backend{{name: "memory", new: func() locker.Locker { return memory.New() }}}
 	for _, d := range drivers {
 		srv := redistest.StartServer(t)
 		backends = append(backends, backend{name: d.name, srv: srv, new: func() locker.Locker { return d.new(t, srv.Addr) }})
+	}
+	if pgtest.Binary("initdb") != "" || os.Getenv(pgtest.RequireEnv) == "1" {
+		pg := pgtest.Start(t)
+		pool := pg.Pool(t, "pool_max_conns=4")
+		b := postgres.New(pool)
+		t.Cleanup(b.Close)
+		if err := b.Migrate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		backends = append(backends, backend{name: "postgres", pg: pg, new: func() locker.Locker { return b }})
 	}
 	backends = append(backends, backend{name: "quorum", new: func() locker.Locker {
 		return quorum.New(memory.New(), memory.New(), memory.New())
@@ -111,6 +125,11 @@ func TestErrorMessagesSayEachThingOnce(t *testing.T) {
 				_, err = c.Lock(ctx, key)
 				check("server down", err, locker.ErrUnavailable)
 			}
+			if b.pg != nil {
+				b.pg.Stop(t)
+				_, err = c.Lock(ctx, key)
+				check("server down", err, locker.ErrUnavailable)
+			}
 			c.Close()
 			_, err = c.Lock(ctx, key)
 			check("closed", err, locker.ErrClosed)
@@ -168,7 +187,7 @@ func sayOnce(t *testing.T, what, msg string) {
 }
 
 // layers are the names that start a layer's clause.
-var layers = map[string]bool{"memory": true, "quorum": true, "goredis": true, "rueidis": true, "redigo": true, "valkey": true}
+var layers = map[string]bool{"memory": true, "quorum": true, "goredis": true, "rueidis": true, "redigo": true, "valkey": true, "postgres": true}
 
 // durations are the lengths of time in messages ("29.9s", "12ms").
 var durations = regexp.MustCompile(`[0-9][0-9.]*(ns|µs|ms|s|m)\b`)

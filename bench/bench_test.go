@@ -1,12 +1,14 @@
 package bench_test
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
 	"testing"
 
 	"github.com/hashlock/locker/internal/testkit/bench"
+	"github.com/hashlock/locker/internal/testkit/pgtest"
 )
 
 // Run with
@@ -24,7 +26,7 @@ import (
 var results bench.Collector
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := pgtest.Main(m) // stops the PostgreSQL server that libs started, if any
 	if rs := results.Results(); len(rs) > 0 {
 		fmt.Println("\nSummary (median of the -count runs). floor/op, scripts/op: time of the floor's operation over the")
 		fmt.Println("scenario's, measured side by side (1.00 = as fast as the floor); allocs: of the whole process.")
@@ -34,12 +36,20 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// libs returns the Libs to run: memory, and, when a redis-server could be started for b, every
-// Redis driver on it, and a quorum of rueidis backends on it and two more servers.
+// libs returns the Libs to run: memory, postgres on the binary's PostgreSQL server (when initdb
+// is installed), and, when a redis-server could be started for b, every Redis driver on it, and
+// a quorum of rueidis backends on it and two more servers.
 func libs(b *testing.B) []bench.Lib {
 	ls := []bench.Lib{bench.Memory()}
+	if pgtest.Binary("initdb") != "" || os.Getenv(pgtest.RequireEnv) == "1" {
+		pg, err := bench.Postgres(context.Background(), pgtest.Shared(b).URL())
+		if err != nil {
+			b.Fatal(err)
+		}
+		ls = append(ls, pg)
+	}
 	if !bench.HaveRedis() {
-		b.Log("redis-server not found: only the memory backend runs (install redis-server, or set LOCKER_REQUIRE_REDIS=1 to fail)")
+		b.Log("redis-server not found: only the memory and postgres backends run (install redis-server, or set LOCKER_REQUIRE_REDIS=1 to fail)")
 		return ls
 	}
 	addr := bench.StartRedis(b)

@@ -20,11 +20,13 @@ import (
 	"github.com/redis/rueidis/rueidislock"
 
 	"github.com/hashlock/locker/internal/testkit/bench"
+	"github.com/hashlock/locker/internal/testkit/pgtest"
 )
 
 // Every top-level benchmark starts one redis-server (on a free loopback port, killed at its
-// end) and runs its scenario on it for each library: ours on go-redis and on rueidis, then the
-// peers, each with its documented defaults:
+// end) and runs its scenario on it for each library: ours on go-redis and on rueidis, ours on
+// PostgreSQL (one server per binary, when initdb is installed; its floor is a transaction with
+// pg_advisory_xact_lock), then the peers, each with its documented defaults:
 //
 //   - redislock (github.com/bsm/redislock) on a go-redis client: Obtain with a 30s TTL and, to
 //     wait for the lock, the retry strategy its docs recommend, ExponentialBackoff(16ms, 1s)
@@ -48,7 +50,7 @@ import (
 var results bench.Collector
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := pgtest.Main(m) // stops the PostgreSQL server that run started, if any
 	if rs := results.Results(); len(rs) > 0 {
 		fmt.Println("\nSummary (median of the -count runs). floor/op: time of the floor of the library's driver over the")
 		fmt.Println("library's, measured side by side (1.00 = as fast as two bare EVALSHA); allocs: of the whole process.")
@@ -69,6 +71,13 @@ func run(b *testing.B, names ...string) {
 		b.Fatal(err)
 	}
 	ours = slices.DeleteFunc(ours, func(l bench.Lib) bool { return l.Name != "goredis" && l.Name != "rueidis" })
+	if pgtest.Binary("initdb") != "" || os.Getenv(pgtest.RequireEnv) == "1" {
+		pg, err := bench.Postgres(context.Background(), pgtest.Shared(b).URL())
+		if err != nil {
+			b.Fatal(err)
+		}
+		ours = append(ours, pg) // ours on PostgreSQL, beside the Redis libraries
+	}
 	for _, name := range names {
 		s, ok := bench.ScenarioNamed(name)
 		if !ok {

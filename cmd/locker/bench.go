@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/postgres"
 	"github.com/hashlock/locker/internal/testkit/bench"
 )
 
@@ -50,7 +51,7 @@ benchmarks of bench/compare.`,
 		cf.driver = "all"
 		if f := fs.Lookup("driver"); f != nil {
 			f.DefValue = cf.driver
-			f.Usage = "comma-separated `drivers`: memory (the Client on its in-process backend, no Redis), goredis, goredis-autopipeline, rueidis, redigo, valkey; or all"
+			f.Usage = "comma-separated `drivers`: memory (the Client on its in-process backend, no Redis), goredis, goredis-autopipeline, rueidis, redigo, valkey, postgres (with --postgres); or all (with --postgres and no --redis: memory and postgres)"
 		}
 		cfg := benchConfig{Time: time.Second, Scenarios: "all"}
 		fs.StringVar(&cfg.Scenarios, "scenario", cfg.Scenarios, "comma-separated `scenarios`: "+strings.Join(scenarioNames(), ", ")+"; or all")
@@ -74,7 +75,7 @@ benchmarks of bench/compare.`,
 				}
 				cfg.URL, cfg.Password, cfg.TLS = cf.urls[0], pw, cf.tls
 			}
-			cfg.Drivers = cf.driver
+			cfg.Drivers, cfg.Postgres, cfg.PgTable = cf.driver, cf.postgres, cf.pgTable
 			fs.Visit(func(f *flag.Flag) {
 				cfg.LeasesSet = cfg.LeasesSet || f.Name == "leases"
 				cfg.KeysSet = cfg.KeysSet || f.Name == "keys"
@@ -90,6 +91,8 @@ type benchConfig struct {
 	Password  string     // for a URL without one: --redis-password-file or $LOCKER_REDIS_PASSWORD
 	TLS       tlsOptions // --redis-ca, --redis-cert, --redis-key, --redis-insecure-skip-verify
 	Drivers   string     // --driver: comma-separated, or "all"
+	Postgres  string     // --postgres: the backend/postgres lib runs on it; "" for none
+	PgTable   string     // --postgres-table
 	Scenarios string     // --scenario: comma-separated, or "all"
 	Time      time.Duration
 	JSON      string
@@ -113,7 +116,7 @@ const embeddedLeases = 100
 const embeddedKeys = 100
 
 // benchDrivers are the values of bench's --driver, in the order of the tables.
-var benchDrivers = []string{"memory", "goredis", "goredis-autopipeline", "rueidis", "redigo", "valkey"}
+var benchDrivers = []string{"memory", "goredis", "goredis-autopipeline", "rueidis", "redigo", "valkey", "postgres"}
 
 func scenarioNames() []string {
 	var names []string
@@ -188,6 +191,15 @@ func runBench(ctx context.Context, s *streams, cfg benchConfig) error {
 	if err != nil {
 		return err
 	}
+	switch all := strings.TrimSpace(cfg.Drivers) == "all"; {
+	case cfg.Postgres == "" && all:
+		drivers = slices.DeleteFunc(drivers, func(d string) bool { return d == "postgres" })
+	case cfg.Postgres == "" && slices.Contains(drivers, "postgres"):
+		return usagef("--driver postgres: give --postgres URL")
+	case cfg.Postgres != "" && all && cfg.URL == "": // PostgreSQL against miniredis would compare nothing
+		drivers = []string{"memory", "postgres"}
+	}
+	redisRuns := slices.ContainsFunc(drivers, func(d string) bool { return d != "memory" && d != "postgres" })
 	scenarios, err := pick("scenario", cfg.Scenarios, scenarioNames())
 	if err != nil {
 		return err
@@ -237,8 +249,17 @@ func runBench(ctx context.Context, s *streams, cfg benchConfig) error {
 		return urlError(raw, err)
 	}
 	for _, name := range drivers {
-		if name == "memory" {
+		switch name {
+		case "memory":
 			libs = append(libs, bench.Memory())
+			continue
+		case "postgres":
+			schema, name := postgresTable(cfg.PgTable)
+			pg, err := bench.Postgres(ctx, cfg.Postgres, postgres.WithTable(schema, name)) // creates the tables
+			if err != nil {
+				return &exitError{exitUnavailable, fmt.Errorf("%s: %w", redactPostgres(cfg.Postgres), err)}
+			}
+			libs = append(libs, pg)
 			continue
 		}
 		for _, l := range redisLibs {
@@ -248,6 +269,9 @@ func runBench(ctx context.Context, s *streams, cfg benchConfig) error {
 		}
 	}
 
+	if !redisRuns && cfg.Postgres != "" {
+		report.Server, report.Embedded = redactPostgres(cfg.Postgres), false
+	}
 	if cfg.Metrics {
 		var m metrics
 		for i := range libs {
@@ -260,10 +284,15 @@ func runBench(ctx context.Context, s *streams, cfg benchConfig) error {
 	if cfg.JSON == "-" { // stdout is for the JSON: the tables go to stderr
 		w.w = s.err
 	}
-	if report.Embedded {
+	switch {
+	case !redisRuns:
+	case report.Embedded:
 		w.printf("server: embedded miniredis, an in-process imitation of Redis: its timings are NOT Redis timings (pass --redis URL to measure a real server)\n")
-	} else {
+	default:
 		w.printf("server: Redis %s at %s\n", report.RedisVersion, report.Server)
+	}
+	if cfg.Postgres != "" {
+		w.printf("postgres: PostgreSQL at %s\n", redactPostgres(cfg.Postgres))
 	}
 	w.printf("%s %s/%s, GOMAXPROCS %d; about %v per scenario and driver; contention: %d goroutines, hold %v; many hot keys: %d keys × %d; watchdog: %d leases, TTL %v\n\n",
 		report.Go, report.OS, report.Arch, report.GOMAXPROCS, cfg.Time, cfg.Goroutines, cfg.Hold, report.Config.Keys, bench.HotKeyClients, report.Config.Leases, cfg.LeaseTTL)
@@ -300,7 +329,7 @@ func runBench(ctx context.Context, s *streams, cfg benchConfig) error {
 		return err
 	}
 	w.printf("floor/op, scripts/op: time of the floor's operation over the result's, measured side by side (1.00: as fast as the floor);\nroundtrips/op: backend calls per op.\n")
-	if report.Embedded {
+	if report.Embedded && redisRuns {
 		w.printf("These are miniredis timings, not Redis timings; and since miniredis runs in this process, B/op and allocs/op include its own.\n")
 	}
 	if w.err != nil {

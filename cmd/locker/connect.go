@@ -62,6 +62,10 @@ type connFlags struct {
 	// tls is --redis-ca, --redis-cert, --redis-key and --redis-insecure-skip-verify: the TLS
 	// options of every rediss:// URL that does not have its own in its query.
 	tls tlsOptions
+
+	// postgres is --postgres: lock on this PostgreSQL database instead of Redis; pgTable is
+	// --postgres-table.
+	postgres, pgTable string
 }
 
 // urlList is the value of --redis, which may be repeated.
@@ -91,6 +95,8 @@ func addConnFlags(fs *flag.FlagSet, embedded bool) *connFlags {
 	fs.StringVar(&c.tls.certFile, "redis-cert", "", "rediss://: offer the client certificate of the PEM `FILE` (with --redis-key) to a server that asks for one")
 	fs.StringVar(&c.tls.keyFile, "redis-key", "", "rediss://: the private key (PEM `FILE`) of --redis-cert")
 	fs.BoolVar(&c.tls.skipVerify, "redis-insecure-skip-verify", false, "rediss://: do not verify the server's certificate (test servers only: anyone on the path could pose as the server)")
+	fs.StringVar(&c.postgres, "postgres", "", "PostgreSQL `URL` (postgres://[user[:password]@]host[:port]/db[?sslmode=…], as pgx takes it; the password also from $PGPASSWORD or ~/.pgpass): lock on PostgreSQL instead of Redis (backend/postgres; the tables are created at first use)")
+	fs.StringVar(&c.pgTable, "postgres-table", "public.locker", "--postgres: the `SCHEMA.NAME` of the lock's tables and functions (backend/postgres WithTable)")
 	fs.StringVar(&c.passwordFile, "redis-password-file", "", "read the Redis password from the first line of `FILE`, for each --redis URL without a password (redis://host or redis://user@host): ps does not show it, as it shows --redis (default $"+passwordEnv+")")
 	return c
 }
@@ -131,11 +137,20 @@ func (c *connFlags) open(ctx context.Context) (*conn, error) {
 		return nil, err
 	}
 	c.password = pw
+	if c.postgres != "" {
+		if len(c.urls) > 0 {
+			return nil, usagef("--postgres and --redis: give one")
+		}
+		return c.connectPostgres(ctx, c.postgres)
+	}
 	if len(c.urls) == 0 && !c.embedded && os.Getenv(redisEnv) == "" {
 		// Inside a locker run, whose command has no $LOCKER_REDIS: its servers.
 		c.urls = c.inheritedServers()
 		if len(c.urls) == 0 {
-			return nil, usagef("no Redis server: pass --redis URL or set %s", redisEnv)
+			return nil, usagef("no Redis server: pass --redis URL or set %s, or --postgres URL", redisEnv)
+		}
+		if len(c.urls) == 1 && isPostgresURL(c.urls[0]) { // an outer run's database
+			return c.connectPostgres(ctx, c.urls[0])
 		}
 	}
 	if len(c.urls) > 1 {

@@ -46,6 +46,14 @@
 //	                 server (with a warning); per URL, ?ca_file=, cert_file=, key_file=,
 //	                 skip_verify=true. A failed TLS handshake is reported at once, with the fix
 //
+// or, instead of Redis, PostgreSQL (backend/postgres):
+//
+//	--postgres URL   postgres://[user[:password]@]host[:port]/db[?sslmode=…], as pgx reads it
+//	                 (the password also from PGPASSWORD or ~/.pgpass); the lock's tables and
+//	                 functions are created at first use
+//	--postgres-table SCHEMA.NAME
+//	                 where they live (default public.locker)
+//
 // locker never prints what may be a password in a URL, nor its query values:
 // redis://hunter2@host (a password, to Redigo and redis-cli) shows as redis://xxxxx@host,
 // redis://user:pw@host as redis://user:xxxxx@host, ?password=pw as ?password=xxxxx.
@@ -324,7 +332,8 @@ func usage(w io.Writer) {
 	fmt.Fprintf(w, "\t%-8s %s\n\t%-8s %s\n", "help", "show the commands, or one command's help: locker help COMMAND",
 		"version", "show the version (also --version)")
 	fmt.Fprintf(w, "\nRun 'locker help <command>' for the flags of a command.\n"+
-		"The Redis server is --redis URL, or $%s (demo: an embedded miniredis by default).\n", redisEnv)
+		"The Redis server is --redis URL, or $%s (demo: an embedded miniredis by default);\n"+
+		"or PostgreSQL: --postgres URL.\n", redisEnv)
 }
 
 // usage prints the command's help and flags.

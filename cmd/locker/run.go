@@ -604,6 +604,12 @@ func findHold(holds []heldLock, servers []string, key string) *heldLock {
 // options, its host and port as serverID gives them and its database explicit
 // ("redis://127.0.0.1:6379/0"), sorted.
 func serverIDs(cf *connFlags) []string {
+	if cf.postgres != "" {
+		return []string{postgresID(cf.postgres)}
+	}
+	if len(cf.urls) == 1 && isPostgresURL(cf.urls[0]) {
+		return []string{postgresID(cf.urls[0])}
+	}
 	raws := []string(cf.urls)
 	if len(raws) == 0 {
 		raws = []string{os.Getenv(redisEnv)}
