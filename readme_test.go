@@ -74,3 +74,14 @@ func goBlocks(md string) []string {
 	}
 	return blocks
 }
+
+// A newcomer reads the README in five minutes: it stays within 12 KB; details go to docs/.
+func TestREADMEShort(t *testing.T) {
+	fi, err := os.Stat("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > 12000 {
+		t.Fatalf("README.md is %d bytes, want at most 12,000: move details to docs/", fi.Size())
+	}
+}
