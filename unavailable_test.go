@@ -36,13 +36,23 @@ func (b *downBackend) set(down bool) {
 func (b *downBackend) isDown() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.down {
-		b.n++
-	}
 	return b.down
 }
 
+// tried returns how many acquires were tried while down. A Lock that gave up sends its take-back
+// in the background, which may still run: b.mu guards n.
+func (b *downBackend) tried() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.n
+}
+
 func (b *downBackend) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
+	b.mu.Lock()
+	if b.down {
+		b.n++
+	}
+	b.mu.Unlock()
 	if b.isDown() {
 		return locker.Acquisition{}, errors.Join(locker.ErrUnavailable, errRefused)
 	}
@@ -86,8 +96,8 @@ func TestLockGivesUpWhileUnavailable(t *testing.T) {
 		if !strings.Contains(err.Error(), "gave up after 5s") {
 			t.Fatalf("Lock = %v: want it to say how long it tried", err)
 		}
-		if b.n < 25 {
-			t.Fatalf("Lock tried %d times in 5s, want every 200ms at least", b.n)
+		if n := b.tried(); n < 25 {
+			t.Fatalf("Lock tried %d times in 5s, want every 200ms at least", n)
 		}
 
 		start = time.Now()
