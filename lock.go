@@ -343,8 +343,10 @@ func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedE
 		switch {
 		case r.reentry && errors.Is(err, ErrNotHeld):
 			return nil, nil, c.loseReentry(r)
-		case ctx.Err() != nil && !errors.Is(err, ErrUnavailable):
-			return nil, nil, &NotObtainedError{Key: r.key, Err: ctx.Err()}
+		case !errors.Is(err, ErrUnavailable):
+			if ended := ctxEnded(ctx); ended != nil {
+				return nil, nil, &NotObtainedError{Key: r.key, Err: ended}
+			}
 		}
 		return nil, nil, display.Errorf("locker: lock %s: %w", display.Key(r.key), err)
 	}
@@ -360,6 +362,19 @@ func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedE
 	}
 	l, err := c.register(ctx, r, res, r.idSeq, r.idSent, r.cfg.ttl)
 	return l, nil, err
+}
+
+// ctxEnded returns ctx's error, or DeadlineExceeded once ctx's deadline has passed though its
+// timer has not fired yet: a driver that checks the deadline itself (Redigo) may report it
+// first. nil while ctx runs.
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // contend tries until the lock is granted, the retry strategy gives up, ctx ends or the Client
