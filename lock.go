@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashlock/locker/internal/display"
+	"github.com/hashlock/locker/internal/fault"
 )
 
 // The path of a Lock, top-down: Lock → obtainObserved (the Observer, at the edge) → obtain,
@@ -344,7 +345,7 @@ func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedE
 		case r.reentry && errors.Is(err, ErrNotHeld):
 			return nil, nil, c.loseReentry(r)
 		case !errors.Is(err, ErrUnavailable):
-			if ended := ctxEnded(ctx); ended != nil {
+			if ended := fault.CtxEnded(ctx); ended != nil {
 				return nil, nil, &NotObtainedError{Key: r.key, Err: ended}
 			}
 		}
@@ -362,19 +363,6 @@ func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedE
 	}
 	l, err := c.register(ctx, r, res, r.idSeq, r.idSent, r.cfg.ttl)
 	return l, nil, err
-}
-
-// ctxEnded returns ctx's error, or DeadlineExceeded once ctx's deadline has passed though its
-// timer has not fired yet: a driver that checks the deadline itself (Redigo) may report it
-// first. nil while ctx runs.
-func ctxEnded(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		return context.DeadlineExceeded
-	}
-	return nil
 }
 
 // contend tries until the lock is granted, the retry strategy gives up, ctx ends or the Client

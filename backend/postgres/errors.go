@@ -3,16 +3,13 @@ package postgres
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/internal/display"
+	"github.com/hashlock/locker/internal/fault"
 )
 
 // transientStates are the SQLSTATEs of a database that will answer again soon: a connection
@@ -36,21 +33,15 @@ func Unavailable(err error) bool {
 	if errors.As(err, &pe) {
 		return transientStates[pe.Code] || strings.HasPrefix(pe.Code, "08")
 	}
-	var ne net.Error
 	var ce *pgconn.ConnectError
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		errors.As(err, &ne) || errors.As(err, &ce) || pgconn.Timeout(err) || errors.Is(err, locker.ErrUnavailable)
+	return fault.Network(err) || errors.As(err, &ce) || pgconn.Timeout(err) || errors.Is(err, locker.ErrUnavailable)
 }
 
 // fail wraps a driver error with the operation: with ctx's error when ctx ended (pgx cancels the
 // statement then, which the server reports as 57014: that says nothing of the server), or else
 // with locker.ErrUnavailable when the error passes (see Unavailable).
 func (b *Backend) fail(ctx context.Context, op string, err error) error {
-	ctxErr := ctx.Err()
-	if d, ok := ctx.Deadline(); ok && ctxErr == nil && !time.Now().Before(d) {
-		ctxErr = context.DeadlineExceeded
-	}
+	ctxErr := fault.CtxEnded(ctx)
 	switch {
 	case ctxErr != nil && !errors.Is(err, ctxErr):
 		return display.Errorf("postgres: %s: %w (%w)", op, ctxErr, err)

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"time"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/internal/display"
+	"github.com/hashlock/locker/internal/fault"
 )
 
 // ErrNotReplicated means that fewer replicas than asked for (WithReplicaAck) acknowledged an
@@ -29,10 +29,7 @@ func (b *Backend) fail(ctx context.Context, op string, err error) error {
 		}
 		return display.Errorf("%s: %s: %w (%s)", b.prefix, op, sentinel, why)
 	}
-	ctxErr := ctx.Err()
-	if d, ok := ctx.Deadline(); ok && ctxErr == nil && !time.Now().Before(d) {
-		ctxErr = context.DeadlineExceeded
-	}
+	ctxErr := fault.CtxEnded(ctx)
 	if ctxErr != nil && !errors.Is(err, ctxErr) {
 		return display.Errorf("%s: %s: %w (%w)", b.prefix, op, ctxErr, err)
 	}

@@ -3,13 +3,11 @@ package rediscore
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"strings"
-	"syscall"
 
 	"github.com/hashlock/locker"
 	"github.com/hashlock/locker/internal/display"
+	"github.com/hashlock/locker/internal/fault"
 )
 
 // transientReplies are the Redis error replies of a server that will answer again soon: loading
@@ -25,11 +23,7 @@ func Unavailable(err error) bool {
 	if err == nil {
 		return false
 	}
-	var ne net.Error
-	switch {
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
-		errors.As(err, &ne), errors.Is(err, locker.ErrUnavailable):
+	if fault.Network(err) || errors.Is(err, locker.ErrUnavailable) {
 		return true
 	}
 	msg := err.Error()
