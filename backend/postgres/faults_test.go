@@ -77,12 +77,8 @@ func TestServerRestart(t *testing.T) {
 	srv := pgtest.Start(t)
 	schema := srv.Schema(t)
 	pool := srv.Pool(t, "pool_max_conns=4")
-	b := postgres.New(pool, postgres.WithTable(schema, "locker"))
-	t.Cleanup(b.Close)
+	b := migratedOn(t, pool, schema)
 	ctx := context.Background()
-	if err := b.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	c := locker.New(b, locker.WithTTL(time.Minute), locker.WithUnavailableTimeout(time.Second))
 	defer c.Close()
 	held, err := c.Lock(ctx, "held")
@@ -146,12 +142,8 @@ func TestStatementTimeout(t *testing.T) {
 	srv := pgtest.Shared(t)
 	schema := srv.Schema(t)
 	slow := srv.Pool(t, "pool_max_conns=2")
-	b := postgres.New(slow, postgres.WithTable(schema, "locker"))
-	t.Cleanup(b.Close)
+	b := migratedOn(t, slow, schema)
 	ctx := context.Background()
-	if err := b.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	// Another transaction takes the key (its advisory lock, as every writer does) and waits.
 	tx, err := slow.Begin(ctx)
 	if err != nil {
@@ -233,12 +225,8 @@ func TestEndedRowsSwept(t *testing.T) {
 	srv := pgtest.Shared(t)
 	schema := srv.Schema(t)
 	pool := srv.Pool(t)
-	b := postgres.New(pool, postgres.WithTable(schema, "locker"))
-	t.Cleanup(b.Close)
+	b := migratedOn(t, pool, schema)
 	ctx := context.Background()
-	if err := b.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	for i := range 12 {
 		key := fmt.Sprint("gone:", i)
 		for _, req := range []locker.AcquireRequest{

@@ -19,12 +19,20 @@ func migrated(t testing.TB) (*pgxpool.Pool, []postgres.Option) {
 	t.Helper()
 	srv := pgtest.Shared(t)
 	pool := srv.Pool(t)
-	opts := []postgres.Option{postgres.WithTable(srv.Schema(t), "locker")}
-	b := postgres.New(pool, opts...)
+	schema := srv.Schema(t)
+	migratedOn(t, pool, schema)
+	return pool, []postgres.Option{postgres.WithTable(schema, "locker")}
+}
+
+// migratedOn returns a Backend on pool with its table in schema, migrated, closed in t.Cleanup.
+func migratedOn(t testing.TB, pool *pgxpool.Pool, schema string) *postgres.Backend {
+	t.Helper()
+	b := postgres.New(pool, postgres.WithTable(schema, "locker"))
+	t.Cleanup(b.Close)
 	if err := b.Migrate(context.Background()); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	return pool, opts
+	return b
 }
 
 // poolAt returns a pool on url, closed in t.Cleanup.

@@ -52,12 +52,8 @@ func TestMultiProcessExclusion(t *testing.T) {
 	srv := pgtest.Shared(t)
 	schema := srv.Schema(t)
 	pool := srv.Pool(t)
-	b := postgres.New(pool, postgres.WithTable(schema, "locker"))
-	t.Cleanup(b.Close)
+	b := migratedOn(t, pool, schema)
 	ctx := context.Background()
-	if err := b.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	ops := 250
 	if testing.Short() {
 		ops = 100
