@@ -133,3 +133,25 @@ func TestQuietOnlyForFreshOwners(t *testing.T) {
 		e.wantHash(t, k, map[string]string{"": "locker", "O": "1"})
 	})
 }
+
+// A copy of a fresh owner's acquire, sent again after the owner's lease ended, gives it a hold
+// on a QUIET lock; a release of that owner that applied before (it left a hold, and its marker)
+// and is sent again then reports its first outcome, whatever its ReplyWindow, and removes
+// nothing.
+func TestQuietReleaseSentAgainAfterAnAcquireSentAgain(t *testing.T) {
+	onBoth(t, func(t *testing.T, e *kindEnv) {
+		const k = "{quiet}:ghost"
+		first := locker.AcquireRequest{Key: k, Owner: "O", TTL: time.Minute, ID: "a1", Fresh: true}
+		e.acquire(t, first)
+		e.acquire(t, locker.AcquireRequest{Key: k, Owner: "O", TTL: time.Minute, ID: "a2", Reentry: true})
+		inner := locker.ReleaseRequest{Key: k, Owner: "O", ID: "r1", Fresh: true}
+		e.release(t, inner, 1)
+		if ok, err := e.b.ForceRelease(t.Context(), k); !ok || err != nil { // the lease ends
+			t.Fatalf("ForceRelease = %v, %v", ok, err)
+		}
+		e.acquire(t, first) // sent again
+		e.wantHash(t, k, map[string]string{"": "locker:quiet", "O": "1"})
+		e.release(t, inner, 1)
+		e.wantHash(t, k, map[string]string{"": "locker:quiet", "O": "1"})
+	})
+}

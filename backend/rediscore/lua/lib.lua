@@ -20,8 +20,10 @@
 -- 'locker' (a refused request may wait for a notice, or have put an entry in the queue), and so
 -- does any release that leaves its owner holds (so that this release, sent again, is not taken
 -- for its owner's last one). So a QUIET lock has no live queue entry and no subscriber to wake,
--- and a fresh owner's release that finds its one exclusive hold there is the first send of the
--- release of its last hold.
+-- and a fresh owner's release that finds its one exclusive hold there, and no key at its marker,
+-- is the first send of the release of its last hold (a copy of the owner's fresh acquire, sent
+-- again after its lease ended, may give it a hold again: a release that applied before has a
+-- marker then).
 --
 -- A lock's companion keys (see keys.go) are its request markers and its fencing counter
 -- (FenceKey), which hold decimal integers, and its wait queue (QueueKey): a hash whose

@@ -33,17 +33,18 @@
 -- owner's every hold.
 -- The fast path, before the library (lib.go: libHere): a fresh owner's release of an exclusive
 -- hold that finds the lock QUIET ('locker:quiet', lib.lua) with the owner's one exclusive hold is
--- the first send of the release of its last hold, and nobody waits: it writes the marker of
--- ARGV[4] ms (if any) where no key is (else the path below reads what is there), deletes the lock,
--- and sends no notice nor reads the queue. Sent again, it finds the owner gone, and the path
--- below reads the marker.
+-- the first send of the release of its last hold, and nobody waits, when no key is at its marker
+-- (else the path below reads what is there: this release applied before, and a copy of the
+-- owner's fresh acquire, sent again, gave it a hold after its lease ended): it writes the marker
+-- of ARGV[4] ms (if any), deletes the lock, and sends no notice nor reads the queue.
 local flags = ARGV[3]
 if flags:find('n', 1, true) and not flags:find('[us]') then
   local f = redis.pcall('hgetall', KEYS[1]) -- a key of another type: the path below says so
   if #f == 4 and ((f[1] == '' and f[2] == 'locker:quiet' and f[3] == ARGV[1] and f[4] == '1')
       or (f[3] == '' and f[4] == 'locker:quiet' and f[1] == ARGV[1] and f[2] == '1')) then
-    local window = tonumber(ARGV[4] or '0')
-    if window == 0 or not flags:find('m', 1, true) or redis.call('set', KEYS[2], 0, 'px', window, 'nx') then
+    local window, m = tonumber(ARGV[4] or '0'), flags:find('m', 1, true)
+    if not m or (window > 0 and redis.call('set', KEYS[2], 0, 'px', window, 'nx'))
+        or (window == 0 and redis.call('exists', KEYS[2]) == 0) then
       redis.call('del', KEYS[1])
       return 0
     end
