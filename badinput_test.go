@@ -152,7 +152,7 @@ func TestBadInput(t *testing.T) {
 					t.Errorf("%d backend calls for an invalid call, want 0", n)
 				}
 				for _, key := range r.keys {
-					if st, err := mem.Inspect(bg, key); err != nil || st != (locker.State{}) {
+					if st, err := mem.Inspect(bg, key); err != nil || st.Locked || st.Queued != 0 || st.Holders != nil {
 						t.Errorf("key %.20q left as %+v, %v; want free", key, st, err)
 					}
 				}

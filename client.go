@@ -60,8 +60,9 @@ func New(backend Locker, opts ...Option) *Client {
 }
 
 // Inspect reports whether key is locked, who holds it (State.Owner, shortened for people), the
-// hold count and the remaining lease, as the backend sees it now (with the Client's key
-// prefix). A key that holds something else than a lock gives an error wrapping ErrNotALock.
+// hold count and the remaining lease, every holder (State.Holders, shortened likewise) and, for a
+// semaphore, its number of permits (State.Limit), as the backend sees it now (with the Client's
+// key prefix). A key that holds something else than a lock gives an error wrapping ErrNotALock.
 func (c *Client) Inspect(ctx context.Context, key string) (State, error) {
 	full, err := c.check(ctx, key, c.cfg)
 	if err != nil {
@@ -74,6 +75,9 @@ func (c *Client) Inspect(ctx context.Context, key string) (State, error) {
 		return State{}, display.Errorf("locker: inspect %s: %w", display.Key(key), c.closedErr(ctx, err))
 	}
 	st.Owner = display.Owner(st.Owner)
+	for i := range st.Holders {
+		st.Holders[i].Owner = display.Owner(st.Holders[i].Owner)
+	}
 	return st, nil
 }
 

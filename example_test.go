@@ -265,7 +265,7 @@ func ExampleClient_Inspect() {
 	fmt.Println("lease left ≤ 30s:", st.TTL > 0 && st.TTL <= 30*time.Second)
 
 	free, _ := client.Inspect(ctx, "invoice:43")
-	fmt.Println("free key:", free == locker.State{})
+	fmt.Println("free key:", !free.Locked)
 	// Output:
 	// locked: true holds: 1 by billing-1: true
 	// lease left ≤ 30s: true

@@ -60,7 +60,7 @@ func TestReadersShareAndWritersAreNotStarved(t *testing.T) {
 		if err := w.Unlock(); err != nil {
 			t.Fatal(err)
 		}
-		if st := must(c.Inspect(ctx, "k"))(t); st != (locker.State{}) {
+		if st := must(c.Inspect(ctx, "k"))(t); st.Locked || st.Queued != 0 || st.Holders != nil {
 			t.Fatalf("after everything: %+v", st)
 		}
 	})

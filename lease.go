@@ -24,7 +24,8 @@ type Lease struct {
 	ttl           time.Duration
 	unlockTimeout time.Duration // bounds Unlock (WithUnlockTimeout)
 	renew         bool
-	shared        bool   // a shared hold (RLock)
+	shared        bool   // a shared hold (RLock), or a semaphore's permit
+	limit         int    // a semaphore's permits (Acquire); 0 for a lock
 	fresh         bool   // owner is a fresh token of this Client's (ReleaseRequest.Fresh)
 	releaseID     string // the request ID of the release of this lease (made with the acquire's)
 	outer         *Lease // the lease whose context this one's was derived from, if any
@@ -73,9 +74,18 @@ func (l *Lease) Holds() int {
 }
 
 // Shared reports whether the lease is a shared hold (RLock, TryRLock) rather than an exclusive
-// one (Lock, TryLock).
+// one (Lock, TryLock) or a semaphore's permit (Acquire, TryAcquire).
 func (l *Lease) Shared() bool {
-	return l != nil && l.shared
+	return l != nil && l.shared && l.limit == 0
+}
+
+// Limit returns, for a semaphore's permit (Acquire, TryAcquire), the semaphore's number of
+// permits; 0 for a lock.
+func (l *Lease) Limit() int {
+	if l == nil {
+		return 0
+	}
+	return l.limit
 }
 
 // Token returns the lock's fencing token when the lease was obtained with WithFencing, and 0
@@ -150,7 +160,10 @@ func (l *Lease) String() string {
 		return "locker.Lease(nil)"
 	}
 	kind := ""
-	if l.shared {
+	switch {
+	case l.limit > 0:
+		kind = fmt.Sprintf("permit of %d, ", l.limit)
+	case l.shared:
 		kind = "shared, "
 	}
 	return fmt.Sprintf("locker.Lease(key %s, %sowner %s, holds %d)", display.Key(l.key), kind, display.Owner(l.owner), l.holds)

@@ -29,7 +29,7 @@ import (
 // ErrNotALock, or the backend's error. An acquire whose outcome is unknown is taken back in the
 // background. The details: docs/guarantees.md, items 1, 5 and 6.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
-	return c.obtainObserved(ctx, key, opts, true, false)
+	return c.obtainObserved(ctx, key, opts, true, false, 0)
 }
 
 // TryLock makes one attempt to obtain (or re-enter) the lock on key, as Lock does, but does not
@@ -37,7 +37,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lease, 
 // ErrNotObtained and reports the holder's remaining lease. When the backend fails, TryLock
 // returns its error at once (and takes back the acquire, as Lock does).
 func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
-	return c.obtainObserved(ctx, key, opts, false, false)
+	return c.obtainObserved(ctx, key, opts, false, false, 0)
 }
 
 // RLock obtains a shared (read) hold on key, waiting as long as it takes, as Lock does: any
@@ -49,28 +49,28 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Leas
 // implements KindLocker (all of this module's but backend/quorum); on another it returns an
 // error wrapping errors.ErrUnsupported. The details: docs/guarantees.md, items 8 to 12.
 func (c *Client) RLock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
-	return c.obtainObserved(ctx, key, opts, true, true)
+	return c.obtainObserved(ctx, key, opts, true, true, 0)
 }
 
 // TryRLock makes one attempt to obtain (or re-enter) a shared hold on key, as RLock does, but
 // does not wait: while a writer holds or waits for the key it returns a *NotObtainedError.
 func (c *Client) TryRLock(ctx context.Context, key string, opts ...Option) (*Lease, error) {
-	return c.obtainObserved(ctx, key, opts, false, true)
+	return c.obtainObserved(ctx, key, opts, false, true, 0)
 }
 
 // obtainObserved is obtain, reported to the Client's Observer when it has one.
-func (c *Client) obtainObserved(ctx context.Context, key string, opts []Option, wait, shared bool) (*Lease, error) {
+func (c *Client) obtainObserved(ctx context.Context, key string, opts []Option, wait, shared bool, limit int) (*Lease, error) {
 	o := c.cfg.obs
 	if o == nil || (o.Lock == nil && o.Start == nil) {
-		return c.obtain(ctx, key, opts, wait, shared)
+		return c.obtain(ctx, key, opts, wait, shared, limit)
 	}
 	start := time.Now()
-	callCtx, lockCtx := o.started(ctx, key, shared, !wait)
-	l, err := c.obtain(callCtx, key, opts, wait, shared)
+	callCtx, lockCtx := o.started(ctx, StartEvent{Key: key, Shared: shared && limit == 0, Try: !wait, Limit: limit})
+	l, err := c.obtain(callCtx, key, opts, wait, shared, limit)
 	if o.Lock == nil {
 		return l, err
 	}
-	e := LockEvent{Key: key, Shared: shared, Try: !wait, Wait: time.Since(start), Lease: l, Err: err}
+	e := LockEvent{Key: key, Shared: shared && limit == 0, Try: !wait, Limit: limit, Wait: time.Since(start), Lease: l, Err: err}
 	switch {
 	case err == nil && l.holds > 1:
 		e.Outcome = Reentered
@@ -95,7 +95,8 @@ type request struct {
 	cfg              config
 	fresh            bool          // owner is a new random token (not re-entry, not WithOwner)
 	reentry          bool          // only re-enter the owner's hold (carried by ctx, or WithHeldOwner)
-	shared           bool          // a shared hold (RLock)
+	shared           bool          // a shared hold (RLock), or a semaphore's permit
+	limit            int           // a semaphore's permits (Acquire); 0 for a lock
 	wait             time.Duration // AcquireRequest.Wait: the queue entry a refusal leaves
 	downSince        time.Time     // the first failure of a run of attempts that found the backend unavailable
 	downErr          error         // the latest of those failures; nil while the backend answers
@@ -117,24 +118,29 @@ type request struct {
 	pending   bool
 }
 
-// obtain is Lock (wait == true) and TryLock.
+// obtain is Lock (wait == true) and TryLock; with shared, RLock and TryRLock; with limit > 0 (and
+// shared), Acquire and TryAcquire of a permit of a semaphore of limit.
 //
 // Lock calls of one Client with fresh owners on one key queue locally (see turn): while any of
 // them waits or holds the lock through this Client, the others wait for their turn without a
 // round trip, so a releaser that locks again at once cannot overtake them, and only one of them
 // polls or listens on the backend.
-func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, shared bool) (_ *Lease, err error) {
+func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, shared bool, limit int) (_ *Lease, err error) {
 	cfg := c.cfg
 	if len(opts) > 0 {
 		cfg = cfg.apply(opts)
 	}
 	full, err := c.check(ctx, key, cfg)
 	_, kinds := c.backend.(KindLocker)
-	if err == nil && (shared || cfg.fair) && !kinds {
+	switch {
+	case err != nil:
+	case limit != 0:
+		err = c.checkLimit(limit)
+	case (shared || cfg.fair) && !kinds:
 		err = display.Errorf("the backend (%T) has no shared holds or wait queues (it is no locker.KindLocker): %w", c.backend, errors.ErrUnsupported)
 	}
 	if err != nil {
-		return nil, display.Errorf("locker: lock %s: %w", display.Key(key), err)
+		return nil, display.Errorf("locker: %s %s: %w", opName(limit), display.Key(key), err)
 	}
 	// Every backend call below is bounded by ctx and by Close; the Lease keeps ctx's values.
 	callerCtx := ctx
@@ -142,14 +148,14 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 	defer func() {
 		c.calls.end(id, cancel)
 		if err != nil && !errors.Is(err, ErrClosed) && callerCtx.Err() == nil && c.ctx.Err() != nil {
-			err = display.Errorf("locker: lock %s: %w", display.Key(key), ErrClosed)
+			err = display.Errorf("locker: %s %s: %w", opName(limit), display.Key(key), ErrClosed)
 		}
 	}()
-	r := &request{key: key, full: full, owner: cfg.owner, reentry: cfg.heldOwner, cfg: cfg, shared: shared}
+	r := &request{key: key, full: full, owner: cfg.owner, reentry: cfg.heldOwner, cfg: cfg, shared: shared, limit: limit}
 	if r.owner == "" {
 		if carrier := carrierOf(ctx, full); carrier != nil {
 			if errors.Is(context.Cause(carrier.Context()), ErrLockLost) {
-				return nil, lostReentry(key) // the Client saw the hold go
+				return nil, lostReentry(key, limit) // the Client saw the hold go
 			}
 			r.owner, r.reentry = carrier.owner, true
 			carrier.client.awaitHandOff(ctx, carrier.hold) // the re-entry must not overtake it (its Client guards the hold)
@@ -165,8 +171,8 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 		r.owner = owner
 	}
 	_, mayRetry := cfg.retry.Backoff(0)
-	if wait && mayRetry && kinds && !r.reentry {
-		r.wait = cfg.ttl // a refusal queues it on the backend, for as long as a lease
+	if wait && mayRetry && kinds && !r.reentry && (limit == 0 || cfg.fair) {
+		r.wait = cfg.ttl // a refusal queues it on the backend, for as long as a lease (a plain permit request passes the queue)
 	}
 	if _, granter := c.backend.(Granter); granter && r.wait > 0 && r.fresh && !shared {
 		r.grant = min(cfg.ttl, maxGrantLease) // a release may hand the key to it
@@ -187,7 +193,7 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 	if t == nil {
 		l, ref, err := c.attempt(ctx, r)
 		if wait && mayRetry && errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
-			ref, err = &NotObtainedError{Key: r.key}, c.down(ctx, r, err) // wait and try again
+			ref, err = r.refusal(Acquisition{}, nil), c.down(ctx, r, err) // wait and try again
 		}
 		if l != nil || err != nil {
 			return l, err
@@ -334,22 +340,22 @@ func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedE
 	}
 	res, err := c.backend.Acquire(ctx, AcquireRequest{
 		Key: r.full, Owner: r.owner, TTL: r.cfg.ttl, ID: r.id, Fence: r.cfg.fence, Fresh: r.fresh,
-		Reentry: r.reentry, Shared: r.shared, Fair: r.cfg.fair, Wait: r.wait, Grant: r.grant,
+		Reentry: r.reentry, Shared: r.shared, Fair: r.cfg.fair, Wait: r.wait, Grant: r.grant, Limit: r.limit,
 	})
 	r.queued = r.queued || r.wait > 0
 	if err != nil {
 		// These errors say that nothing was done; any other leaves the outcome unknown.
 		r.pending = !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrNotALock) &&
-			!errors.Is(err, ErrUpgrade)
+			!errors.Is(err, ErrUpgrade) && !errors.Is(err, ErrLimitMismatch)
 		switch {
 		case r.reentry && errors.Is(err, ErrNotHeld):
 			return nil, nil, c.loseReentry(r)
 		case !errors.Is(err, ErrUnavailable):
 			if ended := fault.CtxEnded(ctx); ended != nil {
-				return nil, nil, &NotObtainedError{Key: r.key, Err: ended}
+				return nil, nil, r.refusal(Acquisition{}, ended)
 			}
 		}
-		return nil, nil, display.Errorf("locker: lock %s: %w", display.Key(r.key), err)
+		return nil, nil, display.Errorf("locker: %s %s: %w", opName(r.limit), display.Key(r.key), err)
 	}
 	r.pending = false
 	if res.Holds > 0 && !r.reentry {
@@ -359,7 +365,7 @@ func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedE
 		if r.reentry {
 			return nil, nil, c.loseReentry(r) // another owner holds the key: ours is gone
 		}
-		return nil, &NotObtainedError{Key: r.key, TTL: res.TTL}, nil
+		return nil, r.refusal(res, nil), nil
 	}
 	l, err := c.register(ctx, r, res, r.idSeq, r.idSent, r.cfg.ttl)
 	return l, nil, err
@@ -397,7 +403,7 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 			case errors.Is(err, ErrUnavailable) && ctx.Err() != nil:
 				// The call ended with ctx, and its error says why: the backend was unavailable.
 			case errors.Is(err, ErrUnavailable):
-				ref, err = &NotObtainedError{Key: r.key}, c.down(ctx, r, err)
+				ref, err = r.refusal(Acquisition{}, nil), c.down(ctx, r, err)
 			case err != nil && r.downErr != nil && ctx.Err() != nil:
 				err = display.Errorf("%w; then %w", r.downErr, ctx.Err()) // the call ended with ctx
 			case l != nil || ref != nil:
@@ -574,12 +580,28 @@ func (c *Client) loseReentry(r *request) error {
 		c.loseUpTo(h, r.idSeq)
 	}
 	c.mu.Unlock()
-	return lostReentry(r.key)
+	return lostReentry(r.key, r.limit)
 }
 
-// lostReentry is the error of a re-entry into a hold that is gone.
-func lostReentry(key string) error {
-	return display.Errorf("locker: lock %s: re-entry: the owner no longer holds it (released, expired or forced away), and a re-entry never takes a new lock: %w", display.Key(key), ErrLockLost)
+// lostReentry is the error of a re-entry into a hold that is gone, of a lock or (limit > 0) a
+// semaphore's permit.
+func lostReentry(key string, limit int) error {
+	return display.Errorf("locker: %s %s: re-entry: the owner no longer holds it (released, expired or forced away), and a re-entry never takes a new lock: %w", opName(limit), display.Key(key), ErrLockLost)
+}
+
+// opName names the call in errors: "lock" (Lock, TryLock, RLock, TryRLock), or "acquire" for a
+// semaphore's permit (limit > 0).
+func opName(limit int) string {
+	if limit > 0 {
+		return "acquire"
+	}
+	return "lock"
+}
+
+// refusal is the error of r refused, as res (its TTL and Taken) says, or cut short by ctx's
+// end (err).
+func (r *request) refusal(res Acquisition, err error) *NotObtainedError {
+	return &NotObtainedError{Key: r.key, TTL: res.TTL, Limit: r.limit, Taken: res.Taken, Err: err}
 }
 
 // register records a granted hold: it makes the Lease and its context and hands the hold to the
@@ -634,7 +656,7 @@ func (c *Client) newLease(ctx context.Context, r *request, res Acquisition, sent
 	l := &Lease{
 		client: c, key: r.key, fullKey: r.full, owner: r.owner, token: res.Token,
 		holds: res.Holds, ttl: cfg.ttl, unlockTimeout: cfg.unlock, renew: cfg.renew, outer: outerLease(ctx), turn: r.turn,
-		shared: r.shared, fresh: r.fresh, releaseID: r.releaseID,
+		shared: r.shared, limit: r.limit, fresh: r.fresh, releaseID: r.releaseID,
 	}
 	l.values = leaseValues{parent: ctx, lease: l}
 	if c.cfg.obs != nil {
@@ -657,9 +679,9 @@ func (c *Client) giveBack(ctx context.Context, l *Lease, cause error) error {
 	defer cancel()
 	_, _ = c.backend.Release(rctx, ReleaseRequest{Key: l.fullKey, Owner: l.owner, ID: c.ids.next(), Shared: l.shared, Fresh: l.fresh})
 	if cause == ErrLockLost {
-		return lostReentry(l.key)
+		return lostReentry(l.key, l.limit)
 	}
-	return display.Errorf("locker: lock %s: %w", display.Key(l.key), cause)
+	return display.Errorf("locker: %s %s: %w", opName(l.limit), display.Key(l.key), cause)
 }
 
 // opStart returns the seq of the hold (full, owner) before an operation that will reset its

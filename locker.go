@@ -2,10 +2,10 @@
 //
 // What a user needs: [New] (with a backend from backend/…, and [Option]s such as [WithTTL],
 // [WithRetry] with a [RetryStrategy], [WithFencing], [WithObserver]), the [Client] it returns ([Client.Lock], [Client.TryLock],
-// [Client.RLock], [Client.Inspect], [Client.ForceUnlock], [Client.Close]), the [Lease] a lock
+// [Client.RLock], [Client.Acquire] for a semaphore's permit, [Client.Inspect], [Client.ForceUnlock], [Client.Close]), the [Lease] a lock
 // gives ([Lease.Unlock], [Lease.Context]), [State], and the errors ([ErrNotObtained],
 // [ErrNotHeld], [ErrLockLost], [ErrUnavailable]…), tested with errors.Is. The rest — [Locker],
-// [KindLocker], [HandOffer], [Granter], [FenceRaiser] and their request and result types — is the
+// [KindLocker], [Semaphorer], [HandOffer], [Granter], [FenceRaiser] and their request and result types — is the
 // contract a backend implements: a user who does not write one can skip it.
 //
 // A lock is a hash per key: one field per owner token, whose value is that owner's hold count. An
@@ -40,8 +40,8 @@ import (
 // backend, and a key that holds anything else is left as it is (Acquire, Release, Inspect and
 // ForceRelease return an error wrapping ErrNotALock; Renew reports it not held). Errors wrap
 // ErrNotHeld where a method says so, ErrUnavailable when the store cannot answer for now (the
-// Client retries), or ctx's error; only a call that failed with none of ErrNotHeld, ErrInvalid
-// and ErrNotALock may have taken effect. Durations are whole milliseconds, rounded up. The
+// Client retries), or ctx's error; only a call that failed with none of ErrNotHeld, ErrInvalid,
+// ErrNotALock, ErrUpgrade and ErrLimitMismatch may have taken effect. Durations are whole milliseconds, rounded up. The
 // conformance package checks an implementation: what it does not check is not guaranteed. The
 // contract in full: docs/guarantees.md, "The backend contract".
 type Locker interface {
@@ -83,8 +83,9 @@ type Locker interface {
 	ForceRelease(ctx context.Context, key string) (bool, error)
 
 	// Subscribe starts listening for release notices of key: after every forced release of key,
-	// and every release to zero of a lock that was refused to some request since it was taken
-	// (a waiter subscribes, then asks again before it waits), at least one value is sent on
+	// every release to zero of a lock that was refused to some request since it was taken
+	// (a waiter subscribes, then asks again before it waits), and every release of a
+	// semaphore's permit that frees it (its holder's last hold: see Semaphorer), at least one value is sent on
 	// notices (sends never block: notices that arrive while one is pending are merged). A notice
 	// may also be sent without a release (after a reconnect, say), so the receiver must check the
 	// lock again; notices can be missed, so the receiver must also wake on a timer. Subscribe
@@ -114,6 +115,30 @@ type KindLocker interface {
 	Dequeue(ctx context.Context, key, owner string) error
 }
 
+// Semaphorer is implemented by a [KindLocker] whose Acquire honours AcquireRequest.Limit:
+// counting semaphores, for Client.Acquire; on another backend that returns an error wrapping
+// errors.ErrUnsupported. Every backend of this module but backend/quorum implements it.
+//
+// A semaphore of n is a key that at most n owners hold at once, each with one permit: a shared
+// hold (Shared is implied) with a hold count and a lease of its own that only its own calls
+// set, as a reader's; a hold whose lease has ended counts for nothing, and frees its permit. n is
+// stored with the key by the request that takes its first permit, and lives while any permit's
+// lease runs: a request with another limit, or a lock request (Limit 0, exclusive or shared),
+// on a key held as a semaphore, and a permit request on a key held as a lock, change nothing
+// and return an error wrapping ErrLimitMismatch. A permit's owner re-enters it (one permit,
+// held twice); its Release, Renew and HandOff are a shared hold's. With Fence, every new permit
+// draws a new fencing token, and its re-entries report that permit's token. Every Release that
+// ends a permit sends a release notice. The wait queue orders fair requests (Fair: granted only
+// when no live entry is ahead of the owner's); a plain permit request passes the queue, and
+// Grant is ignored. Inspect reports Limit and every holder (State.Holders). The rules in full:
+// docs/semaphore.md.
+type Semaphorer interface {
+	KindLocker
+	// MaxLimit is the largest Limit the backend accepts: the Client refuses a larger n with
+	// ErrInvalid before any call.
+	MaxLimit() int
+}
+
 // HandOffer is implemented by a [KindLocker] that can pass an exclusive hold from one owner to
 // another in one atomic step, the key staying held throughout: no release, no notice, no
 // window in which another owner could take it. It lets a Client hand a lock to its next Lock
@@ -136,7 +161,10 @@ type HandOffResult struct {
 // HandOffRequest is the argument of [HandOffer.HandOff]. When From holds the key exclusively
 // with exactly one hold and no shared hold (it is about to release its last), From's hold ends
 // and To holds the key exclusively with one hold: the lease is reset to TTL, To's wait queue
-// entry (if any) ends, and with Fence a new fencing token is drawn (as for a new lock). When To
+// entry (if any) ends, and with Fence a new fencing token is drawn (as for a new lock). On a
+// Semaphorer, when From holds one permit of a semaphore with exactly one hold, To takes that
+// permit likewise: one hold, a lease of TTL, its queue entry ended, with Fence a new token; the
+// key keeps its limit, and no other permit changes. When To
 // already holds the key, the hand-off is taken as sent again (its reply was lost): the lease is
 // reset and To's hold count and the latest token are reported. Otherwise nothing changes and
 // HandOff returns an error wrapping ErrNotHeld (From holds nothing, several holds or shared
@@ -180,12 +208,16 @@ type Acquisition struct {
 	// exclusive and shared holds together (see KindLocker).
 	Holds int
 	// TTL is, when the lock was refused, the holder's remaining lease (for readers, the longest
-	// of theirs); 0 when unknown.
+	// of theirs; for a semaphore's permits, the soonest to end: when a permit may be free); 0
+	// when unknown.
 	TTL time.Duration
+	// Taken is, when a permit request (AcquireRequest.Limit) was refused, how many permits of the
+	// semaphore are taken (its holders whose lease runs); 0 otherwise.
+	Taken int
 	// Token is the lock's fencing token when the request asked for one (Fence) and the lock was
 	// granted, 0 otherwise. Tokens of a key strictly increase with every new lock on it (Holds
-	// == 1) by any owner through any client that asks for them; a re-entry reports the token of
-	// the hold it re-enters. The counter behind them lives on the backend, next to the lock. The
+	// == 1) by any owner through any client that asks for them, a semaphore's new permits
+	// included; a re-entry reports the token of the hold it re-enters. The counter behind them lives on the backend, next to the lock. The
 	// Redis and PostgreSQL backends seed it from the server's clock (µs since 1970), so tokens keep
 	// growing after the server lost its data, unless its clock went back; the memory backend
 	// counts from 1.
@@ -229,6 +261,11 @@ type AcquireRequest struct {
 	// Shared asks for a shared (read) hold instead of an exclusive one; see [KindLocker] for what
 	// it is granted with. Only a KindLocker honours it. Default false: exclusive.
 	Shared bool
+
+	// Limit, when positive, asks for a permit of the semaphore Key of Limit permits instead of a
+	// lock: a shared hold of which at most Limit owners hold one at once (see [Semaphorer];
+	// Shared is implied, Grant ignored). Only a Semaphorer honours it. Default 0: a lock.
+	Limit int
 
 	// Fair makes the request respect the key's wait queue in full: it is granted only when no
 	// live entry of the queue is ahead of Owner's (for a shared request: no entry but readers'),
@@ -299,8 +336,9 @@ type ReleaseRequest struct {
 	// such a release is not remembered at all (Fresh alone).
 	ReplyWindow time.Duration
 
-	// Shared says that the hold to release is a shared one (AcquireRequest.Shared): an owner
-	// holding a key exclusively may also have shared holds on it. Default false.
+	// Shared says that the hold to release is a shared one (AcquireRequest.Shared), or a
+	// semaphore's permit: an owner holding a key exclusively may also have shared holds on it.
+	// Default false.
 	Shared bool
 }
 
@@ -346,6 +384,21 @@ type State struct {
 	// Queued is the number of live entries of the key's wait queue: fair waiters, and writers
 	// waiting for readers to leave (see AcquireRequest.Wait).
 	Queued int
+	// Limit is, for a semaphore (Client.Acquire), its number of permits; 0 for a lock or a free
+	// key. A semaphore's Owner is then one of its holders, Holds their holds together, TTL the
+	// longest of their leases; Shared is false and Readers 0.
+	Limit int
+	// Holders lists every owner that holds the key, sorted by owner token: the exclusive
+	// holder, every reader, or every permit's holder (len(Holders) permits are taken). Nil when
+	// the key is free. Client.Inspect shortens the tokens as it does Owner.
+	Holders []Holder
+}
+
+// Holder is one owner's hold on a key, as Inspect reports it (State.Holders).
+type Holder struct {
+	Owner string        // the owner token (Client.Inspect: shortened, as State.Owner)
+	Holds int           // its holds, of every kind
+	TTL   time.Duration // the remaining lease of its own; > 0
 }
 
 // The sentinel errors. Errors returned by this module wrap them with context, one clause per
@@ -389,6 +442,12 @@ var (
 	// writes to, renews or deletes such a key (ForceUnlock included).
 	ErrNotALock = errors.New("locker: key is not a lock")
 
+	// ErrLimitMismatch means that the key is held with another limit than the call's: a
+	// semaphore of another size (Client.Acquire with another n), a lock where a permit was asked,
+	// or a semaphore where a lock was. Nothing changed, and the call does not wait: every Client
+	// of a key must agree on what it is (docs/semaphore.md says how to change n).
+	ErrLimitMismatch = errors.New("locker: key is held with another limit")
+
 	// ErrUpgrade means an exclusive Lock was asked by an owner that holds the key only shared
 	// (through an RLock lease's context): the upgrade could wait for ever on another reader
 	// doing the same, so it is refused at once and nothing changes. Unlock the shared lease and
@@ -401,16 +460,29 @@ var (
 type NotObtainedError struct {
 	// Key is the key as the caller passed it (without the client's key prefix).
 	Key string
-	// TTL is the holder's remaining lease as last seen; 0 when unknown.
+	// TTL is the holder's remaining lease as last seen (for a semaphore: the soonest of its
+	// permits' leases to end); 0 when unknown.
 	TTL time.Duration
+	// Limit is the semaphore's number of permits, for Acquire and TryAcquire; 0 for a lock.
+	Limit int
+	// Taken is, for a semaphore, how many of its permits were taken as last seen (it may be less
+	// than Limit when fair waiters were ahead); 0 for a lock or when unknown.
+	Taken int
 	// Err is ctx.Err() when Lock's ctx ended while waiting, nil otherwise.
 	Err error
 }
 
 // Error describes the refusal.
 func (e *NotObtainedError) Error() string {
-	msg := fmt.Sprintf("locker: lock %s not obtained: held by another owner for %v more", display.Key(e.Key), e.TTL)
-	if e.TTL <= 0 {
+	var msg string
+	switch {
+	case e.Limit > 0 && e.TTL > 0:
+		msg = fmt.Sprintf("locker: semaphore %s not obtained: %d of %d permits taken, the soonest ends in %v", display.Key(e.Key), e.Taken, e.Limit, e.TTL)
+	case e.Limit > 0:
+		msg = fmt.Sprintf("locker: semaphore %s not obtained: %d of %d permits taken", display.Key(e.Key), e.Taken, e.Limit)
+	case e.TTL > 0:
+		msg = fmt.Sprintf("locker: lock %s not obtained: held by another owner for %v more", display.Key(e.Key), e.TTL)
+	default:
 		msg = fmt.Sprintf("locker: lock %s not obtained", display.Key(e.Key))
 	}
 	if e.Err != nil {

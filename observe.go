@@ -19,12 +19,13 @@ import (
 // ending; ForceUnlock's ctx for ForceUnlock; context.Background for Renew. Events carry no owner
 // token, but Lease.Owner returns it: do not record it.
 type Observer struct {
-	// Start is called when a Lock, TryLock, RLock or TryRLock call starts. The ctx it returns
+	// Start is called when a Lock, TryLock, RLock, TryRLock, Acquire or TryAcquire call starts. The ctx it returns
 	// (one derived from ctx; nil: ctx, at no cost) is the call's from then on: the backend's
 	// calls and Lock get it, so a span started here parents the backend's spans. The Lease's
 	// context keeps the values of the caller's ctx, not of Start's. Default nil.
 	Start func(ctx context.Context, e StartEvent) context.Context
-	// Lock is called at the return of every Lock, TryLock, RLock and TryRLock. Default nil.
+	// Lock is called at the return of every Lock, TryLock, RLock, TryRLock, Acquire and
+	// TryAcquire. Default nil.
 	Lock func(ctx context.Context, e LockEvent)
 	// Unlock is called at the return of every Unlock that releases a hold (not a second Unlock
 	// of the same Lease). Default nil.
@@ -39,21 +40,29 @@ type Observer struct {
 	ForceUnlock func(ctx context.Context, e ForceUnlockEvent)
 }
 
-// StartEvent reports the start of a Lock, TryLock, RLock or TryRLock call (see Observer.Start).
+// StartEvent reports the start of a Lock, TryLock, RLock, TryRLock, Acquire or TryAcquire call
+// (see Observer.Start).
 type StartEvent struct {
 	// Key is the key as the caller passed it, without the key prefix (see LockEvent.Key).
 	Key string
-	// Shared reports RLock or TryRLock; Try, TryLock or TryRLock (a call that does not wait).
+	// Shared reports RLock or TryRLock; Try, TryLock, TryRLock or TryAcquire (a call that does
+	// not wait).
 	Shared, Try bool
+	// Limit is the semaphore's number of permits for Acquire and TryAcquire; 0 for a lock.
+	Limit int
 }
 
-// LockEvent reports one Lock, TryLock, RLock or TryRLock call, at its return.
+// LockEvent reports one Lock, TryLock, RLock, TryRLock, Acquire or TryAcquire call, at its
+// return.
 type LockEvent struct {
 	// Key is the key as the caller passed it, without the key prefix. It may be long and have
 	// many values: do not use it as a metric attribute as it is.
 	Key string
-	// Shared reports RLock or TryRLock; Try, TryLock or TryRLock (a call that does not wait).
+	// Shared reports RLock or TryRLock; Try, TryLock, TryRLock or TryAcquire (a call that does
+	// not wait).
 	Shared, Try bool
+	// Limit is the semaphore's number of permits for Acquire and TryAcquire; 0 for a lock.
+	Limit int
 	// Outcome says how the call ended.
 	Outcome Outcome
 	// Wait is the time from the call to its return, the backend's round trips included.
@@ -238,7 +247,7 @@ func both[E any](f, g func(context.Context, E)) func(context.Context, E) {
 // started calls Start, when there is one, for a lock call with ctx (nil: Background for the
 // Observer; the call still gets nil, which it reports). It returns the ctx for the call and the
 // ctx for Lock: Start's, and ctx without Start.
-func (o *observers) started(ctx context.Context, key string, shared, try bool) (call, lock context.Context) {
+func (o *observers) started(ctx context.Context, e StartEvent) (call, lock context.Context) {
 	lock = ctx
 	if lock == nil {
 		lock = context.Background()
@@ -246,7 +255,7 @@ func (o *observers) started(ctx context.Context, key string, shared, try bool) (
 	if o.Start == nil {
 		return ctx, lock
 	}
-	s := o.Start(lock, StartEvent{Key: key, Shared: shared, Try: try})
+	s := o.Start(lock, e)
 	switch {
 	case s == nil:
 		return ctx, lock

@@ -79,6 +79,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("Client", s.client)
 	t.Run("Exclusion", func(t *testing.T) { s.inCase(t, exclusion) })
 	t.Run("Kinds", s.kinds)
+	t.Run("Semaphores", s.semaphores)
 }
 
 type suite struct {

@@ -15,17 +15,21 @@ import (
 // key has at most one owner, with exclusive holds, and no queue.
 type keyState struct {
 	holds  map[string]ownerHolds // the owners that hold the key; empty when free
+	limit  int                   // while the key is held: a semaphore's permits; 0 for a lock
 	queue  []queueEntry          // the wait queue, in arrival order
 	grants []queueEntry          // grant records (locker.Granter), ending with their grant
 	fence  uint64                // the key's latest fencing token
 	exact  bool                  // fence is the backend's counter, not only a lower bound
 }
 
-// ownerHolds is an owner's hold count of each kind (exclusive w, shared r), and the end of its
-// lease: the exclusive holder's shared holds (a downgrade) share its lease.
+// ownerHolds is an owner's hold count of each kind (exclusive w, shared r: a semaphore's
+// permit is a shared hold), and the end of its lease: the exclusive holder's shared holds (a
+// downgrade) share its lease. A permit's holder has the fencing token its permit drew (0 when
+// it was taken without Fence).
 type ownerHolds struct {
-	w, r int
-	end  window
+	w, r  int
+	end   window
+	token uint64
 }
 
 func (h ownerHolds) total() int { return h.w + h.r }
@@ -112,6 +116,17 @@ func (s *keyState) exclusive() string {
 
 // held reports whether anyone holds the key.
 func (s *keyState) held() bool { return len(s.holds) > 0 }
+
+// limitOf is the limit the key is held with: a semaphore's permits, 0 for a lock or a free key.
+func (s *keyState) limitOf() int {
+	if !s.held() {
+		return 0
+	}
+	return s.limit
+}
+
+// mismatched reports whether the key is held with another limit than a request's (0: a lock).
+func (s *keyState) mismatched(limit int) bool { return s.held() && s.limit != limit }
 
 // entry returns the index of owner's queue entry, or -1.
 func (s *keyState) entry(owner string) int {
@@ -235,6 +250,65 @@ func (s *keyState) admits(owner string, shared, fair, waits bool) bool {
 	return true
 }
 
+// admitsPermit reports whether a new permit of a semaphore of limit may be granted to owner on
+// the key in state s, as Semaphorer says: the key is free, or a semaphore (of limit: the caller
+// checked) with a permit free; a fair request passes no live entry of the queue ahead of owner's
+// own (all of them when it has none), a plain one passes the queue.
+func (s *keyState) admitsPermit(owner string, limit int, fair bool) bool {
+	if s.held() && len(s.holds) >= limit {
+		return false
+	}
+	for _, e := range s.queue {
+		if !fair || e.owner == owner {
+			return true
+		}
+		return false
+	}
+	return true
+}
+
+// soonest returns the window of the end of the first holder's lease to end: when a semaphore's
+// permit may be free.
+func (s *keyState) soonest() window {
+	var end window
+	for _, h := range s.holds {
+		if end.lo.IsZero() || h.end.lo.Before(end.lo) {
+			end.lo = h.end.lo
+		}
+		if end.hi.IsZero() || h.end.hi.Before(end.hi) {
+			end.hi = h.end.hi
+		}
+	}
+	return end
+}
+
+// permitToken checks the fencing token reported for a permit that the owner's holds h already
+// had (a re-entry, a request sent again): its own, with Fence; none without.
+func permitToken(req locker.AcquireRequest, h ownerHolds, token uint64) string {
+	switch {
+	case !req.Fence && token != 0:
+		return "a fencing token without Fence"
+	case req.Fence && token != h.token:
+		return fmt.Sprintf("token %d, want the permit's own, %d", token, h.token)
+	}
+	return ""
+}
+
+// newPermitToken checks the fencing token of a new permit and follows it: with Fence, more than
+// the key's latest (it becomes the latest, and the permit's own); none without.
+func (s *keyState) newPermitToken(req locker.AcquireRequest, h *ownerHolds, token uint64) string {
+	switch {
+	case !req.Fence && token != 0:
+		return "a fencing token without Fence"
+	case !req.Fence:
+		return ""
+	case token <= s.fence:
+		return fmt.Sprintf("a new permit's token %d must exceed the key's latest, %d", token, s.fence)
+	}
+	s.fence, s.exact, h.token = token, true, token
+	return ""
+}
+
 // token checks the fencing token of a granted call for req in s and follows it: none without
 // Fence; a new exclusive hold's (newWriter) exceeds the key's latest and becomes it; any other
 // (re-entry, a shared hold, a call sent again) is the latest, which a shared hold never
@@ -261,9 +335,10 @@ func (s *keyState) token(req locker.AcquireRequest, newWriter bool, token uint64
 // String is a canonical form of the state, to merge equal candidates.
 func (s *keyState) String() string {
 	var b strings.Builder
+	fmt.Fprintf(&b, "limit %d ", s.limitOf())
 	for _, o := range s.owners() {
 		h := s.holds[o]
-		fmt.Fprintf(&b, "%s:%d/%d[%d, %d] ", o, h.w, h.r, h.end.lo.UnixNano(), h.end.hi.UnixNano())
+		fmt.Fprintf(&b, "%s:%d/%d[%d, %d]#%d ", o, h.w, h.r, h.end.lo.UnixNano(), h.end.hi.UnixNano(), h.token)
 	}
 	b.WriteString("queue")
 	for _, e := range s.entries() {
@@ -279,9 +354,16 @@ func (s *keyState) describe(now time.Time) string {
 	if !s.held() {
 		b.WriteString("free")
 	}
+	if s.limitOf() > 0 {
+		fmt.Fprintf(&b, "a semaphore of %d: ", s.limit)
+	}
 	for _, o := range s.owners() {
 		h := s.holds[o]
-		fmt.Fprintf(&b, "%s holds %d exclusive, %d shared, its lease ends in [%v, %v]; ", o, h.w, h.r, h.end.lo.Sub(now), h.end.hi.Sub(now))
+		fmt.Fprintf(&b, "%s holds %d exclusive, %d shared, its lease ends in [%v, %v]", o, h.w, h.r, h.end.lo.Sub(now), h.end.hi.Sub(now))
+		if h.token != 0 {
+			fmt.Fprintf(&b, ", token %d", h.token)
+		}
+		b.WriteString("; ")
 	}
 	b.WriteString("queue:")
 	for _, e := range s.entries() {

@@ -18,6 +18,9 @@ import (
 type machineConfig struct {
 	maxKeys, minOwners, maxOwners int
 	kinds                         bool
+	// permits draws a Semaphorer's permit requests too, on keys that each have a limit of 1 to
+	// 3 permits (a request now and then asks for another limit, or for a lock).
+	permits bool
 	// One Acquire step in reentry, on average, is a re-entry only (Reentry): fewer where the
 	// steps have other kinds of request to draw.
 	reentry int
@@ -34,6 +37,10 @@ var (
 	// and the wait queue, by 2–3 owners on 1–2 keys. It sleeps through leases and queue
 	// entries, and the suite runs on many backends: 15 runs in real time.
 	allHolds = machineConfig{maxKeys: 2, minOwners: 2, maxOwners: 3, kinds: true, realTimeRuns: 15, reentry: 5}
+	// permitHolds is the machine of "Semaphores/Model", for a Semaphorer: the steps of allHolds
+	// and permit requests of semaphores of 1–3 permits, by 2–4 owners on 1–2 keys: 12 runs in
+	// real time.
+	permitHolds = machineConfig{maxKeys: 2, minOwners: 2, maxOwners: 4, kinds: true, permits: true, realTimeRuns: 12, reentry: 5}
 )
 
 // model runs the state machine of plain holds: random Acquire (sometimes re-entry only),
@@ -131,6 +138,8 @@ type machine struct {
 	// requests and renewals ask for: readers with different leases share a key, as services
 	// that share a key seldom share a TTL.
 	ownerUnits map[string]time.Duration
+	// keyLimits is, with cfg.permits, each key's limit, which most permit requests ask for.
+	keyLimits map[string]int
 	// Requests with IDs, to be sent again: every granted Acquire, every Acquire taken back
 	// (granted or not: a take-back of an unknown ID leaves a tombstone), every Release that
 	// released a hold.
@@ -157,6 +166,15 @@ func (s *suite) newMachine(rt *rapid.T, cfg machineConfig) *machine {
 		x.ownerUnits = make(map[string]time.Duration)
 		for _, o := range x.owners {
 			x.ownerUnits[o] = time.Duration(rapid.IntRange(1, 6).Draw(rt, "owner's lease units"))
+		}
+	}
+	if cfg.permits {
+		if _, ok := x.b.(locker.Semaphorer); !ok {
+			rt.Fatalf("the backend is no locker.Semaphorer")
+		}
+		x.keyLimits = make(map[string]int)
+		for _, k := range x.keys {
+			x.keyLimits[k] = rapid.IntRange(1, 3).Draw(rt, "key's limit")
 		}
 	}
 	rt.Cleanup(func() {
@@ -198,6 +216,11 @@ func (x *machine) run(rt *rapid.T) {
 			steps["HandOff"] = x.handOff
 		}
 	}
+	if x.cfg.permits {
+		steps["AcquirePermit"] = x.acquireStep("permit")
+		steps["AcquirePermitQueued"] = x.acquireStep("permit queued")
+		steps["AcquirePermitAny"] = x.acquireStep("permit any")
+	}
 	rt.Repeat(steps)
 }
 
@@ -223,6 +246,15 @@ func (x *machine) drawLease(t *rapid.T, owner string) time.Duration {
 // held the key, and not always.
 func (x *machine) drawFresh(t *rapid.T, key, owner string) bool {
 	return !x.everHeld[[2]string{key, owner}] && rapid.Bool().Draw(t, "fresh")
+}
+
+// drawLimit draws the limit of a permit request on key: mostly the key's own, now and then
+// another (1 to 4).
+func (x *machine) drawLimit(t *rapid.T, key string) int {
+	if rapid.IntRange(0, 5).Draw(t, "another limit") > 0 {
+		return x.keyLimits[key]
+	}
+	return rapid.IntRange(1, 4).Draw(t, "limit")
 }
 
 // drawWait draws how long a request waits: mostly not at all.

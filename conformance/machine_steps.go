@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"pgregory.net/rapid"
@@ -15,15 +16,20 @@ import (
 // answer against the model (transitions.go), which follows it.
 
 // acquireStep draws an Acquire: any (how ""); on a KindLocker, of either kind, fair or not,
-// waiting or not, or one that queues when refused ("queued"), or a plain reader's ("reader").
+// waiting or not, or one that queues when refused ("queued"), or a plain reader's ("reader"); on
+// a Semaphorer, a permit request ("permit"; "permit queued" queues when refused) of the key's
+// limit, or now and then of another.
 func (x *machine) acquireStep(how string) func(t *rapid.T) {
 	return func(t *rapid.T) {
 		key, owner := x.drawKey(t), x.drawOwner(t)
-		reentry := how == "" && rapid.IntRange(0, x.cfg.reentry-1).Draw(t, "reentry") == 0
+		reentry := (how == "" || how == "permit") && rapid.IntRange(0, x.cfg.reentry-1).Draw(t, "reentry") == 0
 		req := locker.AcquireRequest{Key: key, Owner: owner, TTL: x.drawLease(t, owner), ID: x.newID(t),
 			Fence: rapid.Bool().Draw(t, "fence"), Reentry: reentry}
 		if x.kl != nil {
-			x.drawKind(t, &req, how)
+			x.drawKind(t, &req, strings.TrimPrefix(how, "permit "))
+		}
+		if strings.HasPrefix(how, "permit") {
+			req.Limit = x.drawLimit(t, key)
 		}
 		req.Fresh = !reentry && x.drawFresh(t, key, owner)
 		if a := x.acquire(t, req, "Acquire"); req.ID != "" && a.Acquired() {
@@ -55,14 +61,14 @@ func (x *machine) acquire(t *rapid.T, req locker.AcquireRequest, how string) loc
 	a, err := x.b.Acquire(x.ctx, req)
 	c.t1 = time.Now()
 	what := fmt.Sprintf("%s(%+v) = %+v, %v", how, req, a, err)
-	if err != nil && !errors.Is(err, locker.ErrNotHeld) && !errors.Is(err, locker.ErrUpgrade) {
-		t.Fatalf("%s: want nil, ErrNotHeld (a re-entry) or ErrUpgrade", what)
+	if err != nil && !errors.Is(err, locker.ErrNotHeld) && !errors.Is(err, locker.ErrUpgrade) && !errors.Is(err, locker.ErrLimitMismatch) {
+		t.Fatalf("%s: want nil, ErrNotHeld (a re-entry), ErrUpgrade or ErrLimitMismatch", what)
 	}
 	x.m.step(t, req.Key, c, what, x.m.acquired(req, a, err, c))
 	if a.Acquired() {
 		x.everHeld[[2]string{req.Key, req.Owner}] = true
 	}
-	if a.Acquired() && !req.Shared && a.Holds == 1 { // a new exclusive lock, or a fresh owner's
+	if a.Acquired() && !normalized(req).Shared && a.Holds == 1 { // a new exclusive lock, or a fresh owner's
 		if req.Fresh {
 			x.freshLock[req.Key] = req.Owner
 		} else {
@@ -94,10 +100,10 @@ func (x *machine) acquireAgain(t *rapid.T) {
 	a, err := x.b.Acquire(x.ctx, r.acquire)
 	c.t1 = time.Now()
 	what := fmt.Sprintf("Acquire again(%+v) = %+v, %v; first %d holds, undone %v", r.acquire, a, err, r.holds, r.undone)
-	if err != nil {
-		t.Fatalf("%s: want no error", what)
+	if err != nil && !errors.Is(err, locker.ErrLimitMismatch) {
+		t.Fatalf("%s: want no error (or ErrLimitMismatch)", what)
 	}
-	x.m.step(t, r.acquire.Key, c, what, sentAgain(r, a))
+	x.m.step(t, r.acquire.Key, c, what, sentAgain(r, a, err))
 }
 
 // undo takes back a granted Acquire, or one that never came (a fresh ID): one hold of its kind
@@ -116,7 +122,7 @@ func (x *machine) undo(t *rapid.T) {
 		}}
 		x.acquired = append(x.acquired, r)
 	}
-	a := r.acquire
+	a := normalized(r.acquire)
 	x.release(t, locker.ReleaseRequest{Key: a.Key, Owner: a.Owner, ID: a.ID, Undo: true, Fresh: a.Fresh, Shared: a.Shared}, r)
 	r.undone = true
 }
@@ -282,7 +288,11 @@ func (x *machine) forceRelease(t *rapid.T) {
 // exclusive holder the model knows of, once, to an owner other than it.
 func (x *machine) handOff(t *rapid.T) {
 	key := x.drawKey(t)
-	from := x.m.candidates(key)[0].exclusive()
+	s := x.m.candidates(key)[0]
+	from := s.exclusive()
+	if s.limitOf() > 0 {
+		from = rapid.SampledFrom(s.owners()).Draw(t, "permit's holder")
+	}
 	if from == "" || rapid.IntRange(0, 3).Draw(t, "any owner") == 0 {
 		from = x.drawOwner(t)
 	}

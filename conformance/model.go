@@ -202,7 +202,7 @@ func (m *model) free(s *keyState, c call) {
 	}
 	head := s.queue[0]
 	s.queue = s.queue[1:]
-	s.holds[head.owner] = ownerHolds{w: 1}
+	s.holds[head.owner], s.limit = ownerHolds{w: 1}, 0
 	m.setLease(s, head.owner, c, head.grant)
 	if head.fence {
 		s.fence, s.exact = s.fence+1, false // drawn after the latest: at least one more

@@ -33,6 +33,10 @@ type probe struct {
 
 func newProbe(b locker.Locker) *probe {
 	f := &faults{Locker: b}
+	_, sems := b.(locker.Semaphorer)
+	if _, ok := b.(locker.Granter); ok && sems {
+		return &probe{Counter: callcount.Count(semaphoreFaults{grantFaults{f}}), faults: f}
+	}
 	if _, ok := b.(locker.Granter); ok {
 		return &probe{Counter: callcount.Count(grantFaults{f}), faults: f}
 	}
@@ -300,6 +304,11 @@ func (p grantFaults) SubscribeAs(ctx context.Context, key, owner string) (<-chan
 	defer p.took(time.Now())
 	return p.Locker.(locker.Granter).SubscribeAs(ctx, key, owner)
 }
+
+// semaphoreFaults is grantFaults of a locker.Semaphorer: it is one too.
+type semaphoreFaults struct{ grantFaults }
+
+func (p semaphoreFaults) MaxLimit() int { return p.Locker.(locker.Semaphorer).MaxLimit() }
 
 // namespace returns a fresh key prefix, so that cases never see each other's keys even on a
 // shared server. It has no hash tag: on a Redis Cluster a case's keys spread over the slots.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/hashlock/locker"
 )
@@ -11,10 +12,19 @@ import (
 // The transitions of the model: what each call, with the answer the backend gave, does to a
 // key's state in one world, as the contract of Locker, KindLocker, HandOffer and Granter says.
 
-// plainRequest reports whether req is a plain exclusive request that does not wait: it need
-// not read the queue.
+// plainRequest reports whether req is a plain exclusive request that does not wait, or a plain
+// permit request that does not wait: it need not read the queue.
 func plainRequest(req locker.AcquireRequest) bool {
-	return !req.Shared && !req.Fair && req.Wait <= 0
+	return (!req.Shared || req.Limit > 0) && !req.Fair && req.Wait <= 0
+}
+
+// normalized is req as a backend reads it: a permit request (Limit) is a shared one, and asks for
+// no grant.
+func normalized(req locker.AcquireRequest) locker.AcquireRequest {
+	if req.Limit > 0 {
+		req.Shared, req.Grant = true, 0
+	}
+	return req
 }
 
 // kindName names the kind of a hold.
@@ -26,13 +36,16 @@ func kindName(shared bool) string {
 }
 
 // acquired is the transition of an Acquire of req that call c answered with a, err (nil,
-// ErrNotHeld or ErrUpgrade).
+// ErrNotHeld, ErrUpgrade or ErrLimitMismatch).
 func (m *model) acquired(req locker.AcquireRequest, a locker.Acquisition, err error, c call) transition {
+	req = normalized(req)
 	return func(w *keyState) ([]*keyState, string) {
 		h := w.holds[req.Owner]
 		switch {
 		case err != nil:
 			return acquireFailed(w, req, err)
+		case w.mismatched(req.Limit):
+			return nil, fmt.Sprintf("the key is held with limit %d (0: a lock), the request's is %d: want ErrLimitMismatch and no change", w.limit, req.Limit)
 		case req.Reentry && h.total() == 0:
 			return nil, "a re-entry of an owner that holds nothing must fail with ErrNotHeld and take no hold"
 		case req.Fresh && h.total() > 0:
@@ -41,16 +54,25 @@ func (m *model) acquired(req locker.AcquireRequest, a locker.Acquisition, err er
 			return nil, "an exclusive request of a reader (an upgrade) must fail with ErrUpgrade"
 		case h.total() > 0: // re-entry, or a downgrade, whatever the queue
 			return m.reentered(w, req, a, c)
+		case req.Limit > 0:
+			return m.newPermit(w, req, a, c)
 		}
 		return m.newHold(w, req, a, c)
 	}
 }
 
-// acquireFailed explains an Acquire that failed with err, ErrNotHeld or ErrUpgrade: a
+// acquireFailed explains an Acquire that failed with err, ErrNotHeld, ErrUpgrade or
+// ErrLimitMismatch: a request with another limit than the key is held with (checked first), a
 // re-entry of an owner that holds nothing, or an upgrade, which change nothing.
 func acquireFailed(w *keyState, req locker.AcquireRequest, err error) ([]*keyState, string) {
 	h := w.holds[req.Owner]
-	switch {
+	switch mismatched := w.mismatched(req.Limit); {
+	case errors.Is(err, locker.ErrLimitMismatch) && mismatched:
+		return []*keyState{w}, ""
+	case errors.Is(err, locker.ErrLimitMismatch):
+		return nil, fmt.Sprintf("ErrLimitMismatch, but the key is held with limit %d (0: a lock) and the request's is %d", w.limitOf(), req.Limit)
+	case mismatched:
+		return nil, fmt.Sprintf("the key is held with limit %d (0: a lock), the request's is %d: want ErrLimitMismatch", w.limit, req.Limit)
 	case errors.Is(err, locker.ErrNotHeld) && req.Reentry && h.total() == 0:
 		return []*keyState{w}, ""
 	case errors.Is(err, locker.ErrNotHeld):
@@ -70,7 +92,13 @@ func (m *model) freshHolder(w *keyState, req locker.AcquireRequest, a locker.Acq
 		return nil, fmt.Sprintf("a fresh owner holding the key %d times (its request sent again, or a grant): want Holds %d", h.total(), h.total())
 	}
 	m.setLease(w, req.Owner, c, req.TTL)
-	if why := w.token(req, false, a.Token); why != "" {
+	why := ""
+	if req.Limit > 0 {
+		why = permitToken(req, h, a.Token)
+	} else {
+		why = w.token(req, false, a.Token)
+	}
+	if why != "" {
 		return nil, why
 	}
 	if !plainRequest(req) {
@@ -93,7 +121,52 @@ func (m *model) reentered(w *keyState, req locker.AcquireRequest, a locker.Acqui
 	}
 	w.holds[req.Owner] = h
 	m.setLease(w, req.Owner, c, req.TTL)
+	if req.Limit > 0 {
+		return unless(w, permitToken(req, h, a.Token))
+	}
 	return unless(w, w.token(req, false, a.Token))
+}
+
+// newPermit explains a permit request of an owner that holds nothing on a key that is free or
+// a semaphore of req.Limit: a new permit when one is free and the queue admits it (its own
+// lease, and with Fence a new token), else a refusal with the soonest of the holders' leases and
+// the permits taken, and a request that waits queues.
+func (m *model) newPermit(w *keyState, req locker.AcquireRequest, a locker.Acquisition, c call) ([]*keyState, string) {
+	admitted := w.admitsPermit(req.Owner, req.Limit, req.Fair)
+	s := w.clone()
+	why := ""
+	switch {
+	case admitted && a.Holds != 1:
+		why = "want a new permit, Holds 1"
+	case admitted:
+		h := ownerHolds{r: 1}
+		why = s.newPermitToken(req, &h, a.Token)
+		s.holds[req.Owner], s.limit = h, req.Limit
+		m.setLease(s, req.Owner, c, req.TTL)
+		s.dequeue(req.Owner) // a new hold takes its owner out of the queue
+	case a.Holds != 0 || a.Token != 0:
+		why = "want a refusal: Holds 0, no token"
+	case a.Taken != len(s.holds):
+		why = fmt.Sprintf("a refused permit request: want Taken %d (the permits taken), not %d", len(s.holds), a.Taken)
+	case s.held():
+		why = m.soonestOK(s, a.TTL, c)
+	case a.TTL != 0:
+		why = fmt.Sprintf("the key is free but the queue refuses it: want TTL 0, not %v", a.TTL)
+	}
+	if why != "" {
+		return nil, why
+	}
+	var next []*keyState
+	if admitted && plainRequest(req) && w.entry(req.Owner) >= 0 {
+		// A plain permit request that does not wait need not read the queue.
+		kept := s.clone()
+		kept.queue, kept.grants = slices.Clone(w.queue), slices.Clone(w.grants)
+		next = append(next, kept)
+	}
+	if admitted || req.Wait <= 0 {
+		return append(next, s), ""
+	}
+	return s.enqueue(entryOf(req, c)), ""
 }
 
 // newHold explains an Acquire of an owner that holds nothing: a new hold when the key and its
@@ -106,15 +179,15 @@ func (m *model) newHold(w *keyState, req locker.AcquireRequest, a locker.Acquisi
 	case admitted && a.Holds != 1:
 		why = "want a new hold, Holds 1"
 	case admitted:
-		s.holds[req.Owner] = ownerHolds{w: 1}
+		s.holds[req.Owner], s.limit = ownerHolds{w: 1}, 0
 		if req.Shared {
 			s.holds[req.Owner] = ownerHolds{r: 1}
 		}
 		m.setLease(s, req.Owner, c, req.TTL)
 		s.dequeue(req.Owner) // a new hold takes its owner out of the queue
 		why = s.token(req, !req.Shared, a.Token)
-	case a.Holds != 0 || a.Token != 0:
-		why = "want a refusal: Holds 0, no token"
+	case a.Holds != 0 || a.Token != 0 || a.Taken != 0:
+		why = "want a refusal: Holds 0, no token, Taken 0 (not a permit request)"
 	case s.held():
 		why = m.leaseOK(s, a.TTL, c)
 	case a.TTL != 0:
@@ -143,20 +216,31 @@ func (m *model) newHold(w *keyState, req locker.AcquireRequest, a locker.Acquisi
 // owner's, sent again and answered with a: it changes nothing, and reports its first outcome
 // while the owner holds the key (of that kind), a refusal once it holds nothing or the request
 // was taken back.
-func sentAgain(r *modelRequest, a locker.Acquisition) transition {
+func sentAgain(r *modelRequest, a locker.Acquisition, err error) transition {
+	req := normalized(r.acquire)
 	return func(w *keyState) ([]*keyState, string) {
-		h := w.holds[r.acquire.Owner]
+		h := w.holds[req.Owner]
 		refusal := a.Holds == 0 && a.Token == 0
-		switch {
+		switch mismatched := w.mismatched(req.Limit); {
+		case err != nil:
+			if !errors.Is(err, locker.ErrLimitMismatch) || !mismatched {
+				return nil, "want no error (ErrLimitMismatch only while the key is held with another limit)"
+			}
+		case mismatched && (refusal || a.Holds == r.holds):
+			// The owner holds the key with another limit than the request's (an owner token
+			// reused across kinds): ErrLimitMismatch, or the first outcome of its marker, whose
+			// token is not the request's kind's.
 		case r.undone || h.total() == 0:
 			if !refusal {
 				return nil, "want a refusal and no change"
 			}
-		case refusal && h.count(r.acquire.Shared) == 0: // the owner holds only the other kind: either answer
+		case refusal && h.count(req.Shared) == 0: // the owner holds only the other kind: either answer
 		case a.Holds != r.holds:
 			return nil, fmt.Sprintf("want the first outcome, %d holds, and no change", r.holds)
+		case req.Limit > 0:
+			return unless(w, permitToken(req, h, a.Token))
 		default:
-			return unless(w, w.token(r.acquire, false, a.Token))
+			return unless(w, w.token(req, false, a.Token))
 		}
 		return []*keyState{w}, ""
 	}
@@ -223,10 +307,26 @@ func (m *model) inspected(got locker.State, c call) transition {
 			return nil, fmt.Sprintf("want Queued %d", len(w.queue))
 		}
 		if !w.held() {
-			if got != (locker.State{Queued: got.Queued}) {
+			if !freeState(got) {
 				return nil, "the key is free: want the zero State but Queued"
 			}
 			return []*keyState{w}, ""
+		}
+		if why := m.holdersOK(w, got.Holders, c); why != "" {
+			return nil, why
+		}
+		if got.Limit != w.limit {
+			return nil, fmt.Sprintf("want Limit %d (0: a lock)", w.limit)
+		}
+		if w.limit > 0 {
+			sum := 0
+			for _, h := range w.holds {
+				sum += h.r
+			}
+			if _, holder := w.holds[got.Owner]; !got.Locked || got.Shared || got.Readers != 0 || !holder || got.Holds != sum {
+				return nil, fmt.Sprintf("want a semaphore with %d holders and %d holds, Owner one of them, Shared false and Readers 0", len(w.holds), sum)
+			}
+			return unless(w, m.leaseOK(w, got.TTL, c))
 		}
 		if writer := w.exclusive(); writer != "" {
 			h := w.holds[writer]
@@ -244,6 +344,47 @@ func (m *model) inspected(got locker.State, c call) transition {
 		}
 		return unless(w, m.leaseOK(w, got.TTL, c))
 	}
+}
+
+// freeState reports whether st is the State of a free key: zero, but for Queued.
+func freeState(st locker.State) bool {
+	st.Queued = 0
+	return !st.Locked && st.Owner == "" && st.Holds == 0 && st.TTL == 0 && !st.Shared && st.Readers == 0 &&
+		st.Limit == 0 && len(st.Holders) == 0
+}
+
+// holdersOK checks the holders Inspect reported during call c against w: every owner that holds
+// the key, sorted by owner token, with its holds of both kinds and a remaining lease of its own
+// within its window (as leaseOK allows).
+func (m *model) holdersOK(w *keyState, got []locker.Holder, c call) string {
+	owners := w.owners()
+	if len(got) != len(owners) {
+		return fmt.Sprintf("Holders %+v: want %d of them, %v", got, len(owners), owners)
+	}
+	for i, o := range owners {
+		h := w.holds[o]
+		if got[i].Owner != o || got[i].Holds != h.total() {
+			return fmt.Sprintf("Holders %+v: want %s with %d holds at %d (sorted by owner)", got, o, h.total(), i)
+		}
+		lo := h.end.lo.Sub(c.t1) - time.Millisecond - m.slack
+		hi := h.end.hi.Sub(c.t0) + time.Millisecond + m.slack
+		if d := got[i].TTL; d <= 0 || d < lo || d > hi {
+			return fmt.Sprintf("Holders %+v: %s's remaining lease %v, want within [%v, %v] and > 0", got, o, d, lo, hi)
+		}
+	}
+	return ""
+}
+
+// soonestOK checks a refused permit request's TTL, during call c, against the soonest of the
+// holders' leases in w, as leaseOK does for the latest.
+func (m *model) soonestOK(w *keyState, got time.Duration, c call) string {
+	end := w.soonest()
+	lo := end.lo.Sub(c.t1) - time.Millisecond - m.slack
+	hi := end.hi.Sub(c.t0) + time.Millisecond + m.slack
+	if got <= 0 || got < lo || got > hi {
+		return fmt.Sprintf("the soonest permit's remaining lease %v, want within [%v, %v] and > 0", got, lo, hi)
+	}
+	return ""
 }
 
 // forceReleased is the transition of a ForceRelease answered with removed: every hold is gone,
@@ -275,18 +416,32 @@ func (m *model) handedOff(req locker.HandOffRequest, a locker.HandOffResult, err
 				return nil, fmt.Sprintf("To holds the key %d times: want them reported", w.holds[req.To].total())
 			}
 			m.setLease(w, req.To, c, req.TTL)
+			if w.limit > 0 {
+				return unless(w, permitToken(fence, w.holds[req.To], a.Token))
+			}
 			return unless(w, w.token(fence, false, a.Token))
+		case w.limit > 0 && held.w == 0 && held.r == 1:
+			if err != nil || a.Holds != 1 {
+				return nil, "From holds one permit, once: want it handed off, Holds 1"
+			}
+			delete(w.holds, req.From)
+			h := ownerHolds{r: 1}
+			why := w.newPermitToken(fence, &h, a.Token)
+			w.holds[req.To] = h
+			m.setLease(w, req.To, c, req.TTL)
+			w.dequeue(req.To)
+			return unless(w, why)
 		case held.w == 1 && held.r == 0:
 			if err != nil || a.Holds != 1 {
 				return nil, "From holds the key exclusively, once: want it handed off, Holds 1"
 			}
 			delete(w.holds, req.From)
-			w.holds[req.To] = ownerHolds{w: 1}
+			w.holds[req.To], w.limit = ownerHolds{w: 1}, 0
 			m.setLease(w, req.To, c, req.TTL)
 			w.dequeue(req.To)
 			return unless(w, w.token(fence, true, a.Token))
 		case err == nil:
-			return nil, fmt.Sprintf("From holds %+v, not one exclusive hold: want ErrNotHeld", held)
+			return nil, fmt.Sprintf("From holds %+v, not one exclusive hold nor one permit: want ErrNotHeld", held)
 		}
 		return []*keyState{w}, ""
 	}

@@ -9,6 +9,8 @@ package memory
 import (
 	"context"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,7 +19,10 @@ import (
 	"github.com/hashlock/locker/internal/notify"
 )
 
-var _ locker.Granter = (*Backend)(nil)
+var (
+	_ locker.Granter    = (*Backend)(nil)
+	_ locker.Semaphorer = (*Backend)(nil)
+)
 
 // minSweep is the map size below which expired entries are never swept.
 const minSweep = 32
@@ -45,21 +50,25 @@ type Backend struct {
 }
 
 // entry is a lock: exclusive (owner set, with holds >= 1, and perhaps shared holds of that
-// owner, a downgrade) or shared (owner "", readers in shared). Every holder has a lease of its
-// own: the exclusive holder's is expires; in shared mode each reader's is its reader.expires,
-// and expires is the latest of them, so that the entry lives while any reader's lease runs.
+// owner, a downgrade) or shared (owner "", readers in shared), or a semaphore of limit permits
+// (owner "", the permits' holders in shared). Every holder has a lease of its own: the exclusive
+// holder's is expires; in shared mode each reader's is its reader.expires, and expires is the
+// latest of them, so that the entry lives while any reader's lease runs.
 type entry struct {
 	owner   string            // the exclusive holder; "" in shared mode
 	holds   int               // the exclusive holder's exclusive holds
 	shared  map[string]reader // shared holds per owner
+	limit   int               // a semaphore's permits (shared mode); 0 for a lock
 	expires time.Time
 }
 
 // reader is an owner's shared holds, and in shared mode the end of its lease (the exclusive
-// holder's shared holds share its lease, entry.expires).
+// holder's shared holds share its lease, entry.expires); a semaphore's holder also has the
+// fencing token its permit drew (0 when taken without Fence).
 type reader struct {
 	holds   int
 	expires time.Time
+	token   uint64
 }
 
 // total is owner's hold count on the entry, of both kinds.
@@ -91,6 +100,18 @@ func (e *entry) leave(owner string) {
 	if e.isShared() {
 		e.expires = e.latest()
 	}
+}
+
+// soonest returns when the first reader's lease ends (shared mode): when a semaphore's permit
+// may be free.
+func (e *entry) soonest() time.Time {
+	var first time.Time
+	for _, r := range e.shared {
+		if first.IsZero() || r.expires.Before(first) {
+			first = r.expires
+		}
+	}
+	return first
 }
 
 // latest returns when the last reader's lease ends (shared mode).
@@ -140,9 +161,9 @@ func New() *Backend { return &Backend{} }
 // req.Owner does not hold the key, it changes nothing and returns an error wrapping
 // [locker.ErrNotHeld]. A TTL <= 0 or a negative Wait is refused with an error wrapping
 // [locker.ErrInvalid]. Shared holds, the wait queue (Fair, Wait) and upgrades work as
-// [locker.KindLocker] describes; request IDs and fencing tokens as [locker.AcquireRequest]
-// does. The Backend keeps a fencing counter for every key that was ever locked with Fence, for
-// its lifetime.
+// [locker.KindLocker] describes, and semaphores (Limit) as [locker.Semaphorer] does; request
+// IDs and fencing tokens as [locker.AcquireRequest] does. The Backend keeps a fencing counter
+// for every key that was ever locked with Fence, for its lifetime.
 func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
 	if err := ctx.Err(); err != nil {
 		return locker.Acquisition{}, err
@@ -151,8 +172,13 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	if err != nil {
 		return locker.Acquisition{}, err
 	}
-	if req.Wait < 0 {
+	switch {
+	case req.Wait < 0:
 		return locker.Acquisition{}, display.Errorf("memory: acquire: wait %v: %w", req.Wait, locker.ErrInvalid)
+	case req.Limit < 0 || req.Limit > MaxLimit:
+		return locker.Acquisition{}, display.Errorf("memory: acquire: limit %d is not within [0, %d]: %w", req.Limit, MaxLimit, locker.ErrInvalid)
+	case req.Limit > 0:
+		req.Shared, req.Grant = true, 0 // a permit is a shared hold, never granted
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -162,17 +188,20 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		if done, ok := b.marker(req.Key, req.ID, now); ok {
 			// A call sent again: report the first outcome while its hold is there.
 			if done > 0 && e.heldBy(req.Owner) {
-				return locker.Acquisition{Holds: done, Token: b.token(req)}, nil
+				return locker.Acquisition{Holds: done, Token: b.token(req, e)}, nil
 			}
 			return locker.Acquisition{}, nil
 		}
+	}
+	if e != nil && e.limit != req.Limit {
+		return locker.Acquisition{}, mismatch(e.limit, req.Limit)
 	}
 	if req.Fresh && e.heldBy(req.Owner) {
 		e.setLease(req.Owner, now.Add(ttl)) // this very request sent again, or a grant taken
 		if req.Shared || req.Fair || req.Wait > 0 {
 			b.remove(req.Key, req.Owner, now) // its grant record (a request that reads the queue)
 		}
-		return locker.Acquisition{Holds: e.total(req.Owner), Token: b.token(req)}, nil
+		return locker.Acquisition{Holds: e.total(req.Owner), Token: b.token(req, e)}, nil
 	}
 	if req.Reentry && !e.heldBy(req.Owner) {
 		return locker.Acquisition{}, display.Errorf("memory: acquire: re-entry: %w", locker.ErrNotHeld)
@@ -191,17 +220,20 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		if req.Wait > 0 {
 			b.enqueue(req, now)
 		}
-		if e == nil {
+		switch {
+		case e == nil:
 			return locker.Acquisition{}, nil // free, but others are ahead in the queue
+		case e.limit > 0:
+			return locker.Acquisition{TTL: e.soonest().Sub(now), Taken: len(e.shared)}, nil
 		}
 		return locker.Acquisition{TTL: e.expires.Sub(now)}, nil
 	case e == nil:
 		if b.locks == nil {
 			b.locks = make(map[string]*entry)
 		}
-		e = &entry{}
+		e = &entry{limit: req.Limit}
 		if req.Shared {
-			e.addShared(req.Owner)
+			b.addPermit(e, req)
 		} else {
 			e.owner, e.holds = req.Owner, 1
 			b.advanceFence(req)
@@ -210,8 +242,8 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		b.locks[req.Key] = e
 		b.sweep(now)
 		b.granted(req, now)
-	default: // a new reader of a lock in shared mode
-		e.addShared(req.Owner)
+	default: // a new reader of a lock in shared mode, or a semaphore's new permit
+		b.addPermit(e, req)
 		b.granted(req, now)
 	}
 	e.setLease(req.Owner, now.Add(ttl))
@@ -219,7 +251,39 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	if !req.Fresh {
 		b.remember(req.Key, req.ID, holds, now)
 	}
-	return locker.Acquisition{Holds: holds, Token: b.token(req)}, nil
+	return locker.Acquisition{Holds: holds, Token: b.token(req, e)}, nil
+}
+
+// MaxLimit is the largest semaphore the Backend accepts (locker.Semaphorer).
+const MaxLimit = 1 << 20
+
+// MaxLimit implements [locker.Semaphorer]: it returns the package's MaxLimit.
+func (b *Backend) MaxLimit() int { return MaxLimit }
+
+// mismatch is the error of a request with limit want on a key held with limit have (0: a lock).
+func mismatch(have, want int) error {
+	switch {
+	case have == 0:
+		return display.Errorf("memory: acquire: the key is held as a lock, not a semaphore of %d: %w", want, locker.ErrLimitMismatch)
+	case want == 0:
+		return display.Errorf("memory: acquire: the key is held as a semaphore of %d, not a lock: %w", have, locker.ErrLimitMismatch)
+	}
+	return display.Errorf("memory: acquire: the key is held as a semaphore of %d, not %d: %w", have, want, locker.ErrLimitMismatch)
+}
+
+// addPermit adds a new shared hold of req.Owner to e: a reader's, or on a semaphore a permit,
+// which draws a fencing token of its own when req asks for one.
+func (b *Backend) addPermit(e *entry, req locker.AcquireRequest) {
+	e.addShared(req.Owner)
+	if e.limit > 0 && req.Fence {
+		if b.fences == nil {
+			b.fences = make(map[string]uint64)
+		}
+		b.fences[req.Key]++
+		r := e.shared[req.Owner]
+		r.token = b.fences[req.Key]
+		e.shared[req.Owner] = r
+	}
 }
 
 // addShared adds a shared hold of owner.
@@ -259,11 +323,15 @@ func (b *Backend) RaiseFence(ctx context.Context, key string, token uint64) erro
 	return nil
 }
 
-// token is the fencing token to report for req: the key's counter, which a new lock with Fence
-// advanced (it does not move while the lock is held).
-func (b *Backend) token(req locker.AcquireRequest) uint64 {
-	if !req.Fence {
+// token is the fencing token to report for req on e: the key's counter, which a new lock with
+// Fence advanced (it does not move while the lock is held); on a semaphore, the token of
+// req.Owner's permit.
+func (b *Backend) token(req locker.AcquireRequest, e *entry) uint64 {
+	switch {
+	case !req.Fence:
 		return 0
+	case e != nil && e.limit > 0:
+		return e.shared[req.Owner].token
 	}
 	return b.fences[req.Key]
 }
@@ -304,6 +372,7 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 		if e.owner == req.Owner {
 			e.owner, e.holds = "", 0
 		}
+		b.permitFreed(req.Key, e)
 	case req.Shared:
 		r := e.shared[req.Owner]
 		r.holds--
@@ -311,6 +380,7 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 			e.shared[req.Owner] = r
 		} else {
 			e.leave(req.Owner)
+			b.permitFreed(req.Key, e)
 		}
 	default:
 		e.holds--
@@ -337,6 +407,14 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 		b.grantHead(req.Key, now)              // and notify
 	}
 	return left, nil
+}
+
+// permitFreed notifies key's subscribers that a permit of its semaphore e is free, while other
+// permits hold it (the release of the last one notifies as any lock's does).
+func (b *Backend) permitFreed(key string, e *entry) {
+	if e.limit > 0 && len(e.shared) > 0 {
+		b.notify(key, "", "")
+	}
 }
 
 // Renew resets the lease of each entry of batch whose owner holds its key to that entry's TTL
@@ -369,10 +447,11 @@ func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 }
 
 // Inspect reports whether key is held, the holder's owner token and hold count, and the exact
-// remaining lease (always > 0 for a held key). For a key in shared mode it reports Shared, the
-// number of Readers, their holds together, and as Owner the reader whose token sorts first.
-// Queued counts the live entries of the key's wait queue. The zero State means key is free and
-// nobody waits. It changes no lock.
+// remaining lease (always > 0 for a held key), and every holder in Holders. For a key in shared
+// mode it reports Shared, the number of Readers, their holds together, and as Owner the reader
+// whose token sorts first; for a semaphore, its Limit, and as Owner, Holds and TTL what it
+// reports for readers. Queued counts the live entries of the key's wait queue. The zero State
+// means key is free and nobody waits. It changes no lock.
 func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error) {
 	if err := ctx.Err(); err != nil {
 		return locker.State{}, err
@@ -385,15 +464,21 @@ func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error)
 	switch {
 	case e == nil:
 	case e.isShared():
-		st.Locked, st.Shared, st.Readers, st.TTL = true, true, len(e.shared), e.expires.Sub(now)
+		st.Locked, st.TTL = true, e.expires.Sub(now)
+		if e.limit > 0 {
+			st.Limit = e.limit
+		} else {
+			st.Shared, st.Readers = true, len(e.shared)
+		}
 		for owner, r := range e.shared {
-			if st.Owner == "" || owner < st.Owner {
-				st.Owner = owner // the same reader every time
-			}
+			st.Holders = append(st.Holders, locker.Holder{Owner: owner, Holds: r.holds, TTL: r.expires.Sub(now)})
 			st.Holds += r.holds
 		}
+		slices.SortFunc(st.Holders, func(a, b locker.Holder) int { return strings.Compare(a.Owner, b.Owner) })
+		st.Owner = st.Holders[0].Owner // the same reader every time
 	default:
 		st.Locked, st.Owner, st.Holds, st.TTL = true, e.owner, e.total(e.owner), e.expires.Sub(now)
+		st.Holders = []locker.Holder{{Owner: e.owner, Holds: st.Holds, TTL: st.TTL}}
 	}
 	return st, nil
 }

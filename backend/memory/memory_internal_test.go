@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -35,7 +36,11 @@ func (r result[T]) must(t *testing.T) T {
 
 func wantState(t *testing.T, b *Backend, key string, want locker.State) {
 	t.Helper()
-	if got := of(b.Inspect(ctx, key)).must(t); got != want {
+	got := of(b.Inspect(ctx, key)).must(t)
+	if want.Locked && want.Holders == nil {
+		want.Holders = got.Holders // the tests below check the rest
+	}
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Inspect(%q) = %+v, want %+v", key, got, want)
 	}
 }

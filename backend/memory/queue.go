@@ -72,14 +72,19 @@ func liveOnly(list []waiting, now time.Time) []waiting {
 }
 
 // admits reports whether req may take a new hold on the key, whose lock is e (nil when free),
-// as locker.KindLocker says: exclusive on a free key, shared on a free or shared one, and the
+// as locker.KindLocker says: exclusive on a free key, shared on a free or shared one, a permit
+// on a free key or a semaphore (of req.Limit: the caller checked) with a permit free, and the
 // queue's live entries ahead of req's allow it (with no entry, all are ahead). A plain exclusive
-// request that does not wait passes the queue, as on Redis, where it is not read.
+// request that does not wait, and a plain permit request, pass the queue, as on Redis, where it
+// is not read.
 func (b *Backend) admits(req locker.AcquireRequest, e *entry, now time.Time) bool {
-	if e != nil && (!req.Shared || !e.isShared()) {
+	permit := req.Limit > 0
+	switch {
+	case e != nil && (!req.Shared || !e.isShared()):
 		return false
-	}
-	if !req.Shared && !req.Fair && req.Wait == 0 {
+	case permit && e != nil && len(e.shared) >= req.Limit:
+		return false
+	case permit && !req.Fair, !req.Shared && !req.Fair && req.Wait == 0:
 		return true
 	}
 	q := b.liveQueue(req.Key, now)
@@ -90,6 +95,8 @@ func (b *Backend) admits(req locker.AcquireRequest, e *entry, now time.Time) boo
 		switch {
 		case w.owner == req.Owner:
 			return true // every entry ahead allowed it
+		case permit:
+			return false // a fair permit request passes nobody
 		case req.Fair && !(req.Shared && w.reader()):
 			return false // ahead of a fair request, and not a reader ahead of a reader
 		case !req.Fair && req.Shared != w.reader():

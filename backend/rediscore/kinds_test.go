@@ -342,7 +342,7 @@ func TestKindsDowngradeToShared(t *testing.T) {
 		e.release(t, locker.ReleaseRequest{Key: k, Owner: "R", Shared: true}, 0)
 		e.wantHash(t, k, map[string]string{})
 		l.notice(t, k, "the last reader's release")
-		if st := e.inspect(t, k); st != (locker.State{}) {
+		if st := e.inspect(t, k); st.Locked || st.Queued != 0 || st.Holders != nil {
 			t.Fatalf("Inspect of a free key = %+v", st)
 		}
 	})

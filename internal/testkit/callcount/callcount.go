@@ -66,16 +66,19 @@ type Counter struct {
 	acquire, release, renew, renewEntries, inspect, force, subscribe, dequeue, handOff atomic.Int64
 }
 
-// Backend returns the Counter as a Client should be given it: a locker.Granter, a
-// locker.HandOffer or a locker.KindLocker (with counted SubscribeAs, HandOff and Dequeue) when
-// the Locker it wraps is one, so that the Client's grants, hand-offs, RLock and WithFair work
+// Backend returns the Counter as a Client should be given it: a locker.Semaphorer (of a Granter
+// and HandOffer), a locker.Granter, a locker.HandOffer or a locker.KindLocker (with counted
+// SubscribeAs, HandOff and Dequeue) when the Locker it wraps is one, so that the Client's grants, hand-offs, RLock and WithFair work
 // through it, and the Counter itself otherwise, so that they are refused as the wrapped Locker
 // would have them refused.
 func (c *Counter) Backend() locker.Locker {
 	k, kinds := c.Locker.(locker.KindLocker)
 	g, grants := c.Locker.(locker.Granter)
 	h, hands := c.Locker.(locker.HandOffer)
+	s, sems := c.Locker.(locker.Semaphorer)
 	switch {
+	case grants && hands && sems:
+		return semaphoreCounter{grantHandOffCounter{grantCounter{kindCounter{c, k}, g}, handOffs{c, h}}, s}
 	case grants && hands:
 		return grantHandOffCounter{grantCounter{kindCounter{c, k}, g}, handOffs{c, h}}
 	case grants:
@@ -121,6 +124,15 @@ type grantHandOffCounter struct {
 	grantCounter
 	handOffs
 }
+
+// semaphoreCounter is a Counter of a locker.Semaphorer that is a locker.Granter and a
+// locker.HandOffer too (as every backend of this module with semaphores is).
+type semaphoreCounter struct {
+	grantHandOffCounter
+	sems locker.Semaphorer
+}
+
+func (s semaphoreCounter) MaxLimit() int { return s.sems.MaxLimit() }
 
 // kindCounter is a Counter of a locker.KindLocker.
 type kindCounter struct {
