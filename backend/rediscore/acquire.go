@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hashlock/locker"
@@ -18,23 +19,42 @@ var AcquireScript = newScript("acquire", acquireLua)
 var acquireLua string
 
 // acquireFlags: 'm' marker (request ID), 'f' fence, 'n' fresh owner, 'r' re-entry only, 's'
-// shared, 'o' fair (ordered), 'q' the wait queue is passed.
-var acquireFlags = newFlagSet("mfnrsoq")
+// shared, 'o' fair (ordered), 'q' the wait queue is passed, 'p' a permit of a semaphore.
+var acquireFlags = newFlagSet("mfnrsoqp")
 
-// Acquire implements locker.Locker and locker.KindLocker with acquire.lua: with req.ID, the
-// marker at MarkerKey remembers the outcome (unless req.Fresh); with req.Fence, the counter at
-// FenceKey gives the token; a request that is shared, fair or waits (req.Wait > 0) reads and
-// writes the wait queue at QueueKey, and a plain exclusive one never touches it. An exclusive
-// request of an owner that holds the key only shared returns an error wrapping
-// locker.ErrUpgrade; a negative req.Wait one wrapping locker.ErrInvalid. With WithReplicaAck, a
+// MaxLimit is the largest semaphore a Backend accepts (locker.Semaphorer): every script call on a
+// semaphore reads all its holders' fields, and a call of a semaphore of MaxLimit permits still
+// takes well under a millisecond of the server's time (a renewal batch of 512 such keys, tens
+// of milliseconds).
+const MaxLimit = 1024
+
+var _ locker.Semaphorer = (*Backend)(nil)
+
+// MaxLimit implements [locker.Semaphorer]: it returns the package's MaxLimit.
+func (b *Backend) MaxLimit() int { return MaxLimit }
+
+// Acquire implements locker.Locker, locker.KindLocker and locker.Semaphorer with acquire.lua:
+// with req.ID, the marker at MarkerKey remembers the outcome (unless req.Fresh); with req.Fence,
+// the counter at FenceKey gives the token; a request that is shared, a permit's (req.Limit > 0),
+// fair or waits (req.Wait > 0) reads and writes the wait queue at QueueKey, and a plain
+// exclusive one never touches it. An exclusive request of an owner that holds the key only
+// shared returns an error wrapping locker.ErrUpgrade; a request with another limit than the
+// key is held with one wrapping locker.ErrLimitMismatch; a negative req.Wait, or a req.Limit
+// that is negative or over MaxLimit, one wrapping locker.ErrInvalid. With WithReplicaAck, a
 // granted acquire that too few replicas acknowledged is taken back.
 func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
 	if b.opts.err != nil {
 		return locker.Acquisition{}, b.opts.err
 	}
-	if req.Wait < 0 {
+	switch {
+	case req.Wait < 0:
 		return locker.Acquisition{}, display.Errorf("%s: acquire: wait %v: %w", b.prefix, req.Wait, locker.ErrInvalid)
+	case req.Limit < 0 || req.Limit > MaxLimit:
+		return locker.Acquisition{}, display.Errorf("%s: acquire: limit %d is not within [0, %d]: %w", b.prefix, req.Limit, MaxLimit, locker.ErrInvalid)
+	case req.Limit > 0:
+		req.Shared, req.Grant = true, 0 // a permit is a shared hold, never granted
 	}
+	permit := req.Limit > 0
 	queued := req.Shared || req.Fair || req.Wait > 0
 	// The companions' names in one allocation: marker, queue, fence, channel.
 	var suffixes [4]string
@@ -57,7 +77,7 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 			keys = append(keys, name)
 		}
 	}
-	flags := acquireFlags.of(req.ID != "", req.Fence, req.Fresh, req.Reentry, req.Shared, req.Fair, queued)
+	flags := acquireFlags.of(req.ID != "", req.Fence, req.Fresh, req.Reentry, req.Shared, req.Fair, queued, permit)
 	var args []string
 	if queued {
 		wait := "0"
@@ -65,7 +85,10 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 			wait = formatMillis(req.Wait, &lastWait)
 		}
 		args = append(buf[4:4], req.Owner, millis(req.TTL), flags, wait, names[3])
-		if req.Grant > 0 {
+		switch {
+		case permit:
+			args = append(args, strconv.Itoa(req.Limit))
+		case req.Grant > 0:
 			args = append(args, formatMillis(req.Grant, &lastGrant), req.ID)
 		}
 	} else {
@@ -75,11 +98,14 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	if err != nil {
 		return locker.Acquisition{}, b.fail(ctx, "acquire", err)
 	}
-	holds, token := r.Int, int64(0) // a bare integer without fencing, {holds, token} with it
-	if r.Array != nil || req.Fence {
-		if len(r.Array) != 2 {
-			return locker.Acquisition{}, fmt.Errorf("%s: acquire: unexpected reply %v", b.prefix, r.Array)
-		}
+	// A bare integer without fencing, {holds, token} with it; {holds, token, taken} for a permit.
+	holds, token, taken := r.Int, int64(0), int64(0)
+	switch {
+	case permit && len(r.Array) == 3:
+		holds, token, taken = r.Array[0], r.Array[1], r.Array[2]
+	case permit || (r.Array != nil || req.Fence) && len(r.Array) != 2:
+		return locker.Acquisition{}, fmt.Errorf("%s: acquire: unexpected reply %v", b.prefix, r.Array)
+	case r.Array != nil:
 		holds, token = r.Array[0], r.Array[1]
 	}
 	if holds > 0 {
@@ -88,7 +114,7 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 		}
 		return locker.Acquisition{Holds: int(holds), Token: uint64(token)}, nil
 	}
-	return locker.Acquisition{TTL: time.Duration(-holds) * time.Millisecond}, nil
+	return locker.Acquisition{TTL: time.Duration(-holds) * time.Millisecond, Taken: int(taken)}, nil
 }
 
 // takeBack undoes a granted acquire that too few replicas acknowledged: a take-back of req.ID

@@ -17,8 +17,9 @@ import (
 // Test for it with errors.Is.
 var ErrNotReplicated = errors.New("locker: not acknowledged by enough replicas")
 
-// fail wraps a driver error with the operation and key: a script's NOTALOCK, NOTHELD or UPGRADE
-// answer with locker.ErrNotALock, locker.ErrNotHeld or locker.ErrUpgrade; otherwise with ctx's
+// fail wraps a driver error with the operation and key: a script's NOTALOCK, NOTHELD, UPGRADE or
+// WRONGLIMIT answer with locker.ErrNotALock, locker.ErrNotHeld, locker.ErrUpgrade or
+// locker.ErrLimitMismatch; otherwise with ctx's
 // error when ctx ended (drivers do not all say so: Redigo reports the I/O timeout it derived from
 // the deadline, which may fire a moment before the ctx's own timer), or else with
 // locker.ErrUnavailable when the error is one that passes (see Unavailable).
@@ -42,7 +43,7 @@ func (b *Backend) fail(ctx context.Context, op string, err error) error {
 }
 
 // scriptRefusal returns the reason a script gives in an error answer (NOTALOCK, NOTHELD,
-// UPGRADE: see the scripts), "" when it gives none, and the answer's sentinel; a nil sentinel
+// UPGRADE, WRONGLIMIT: see the scripts), "" when it gives none, and the answer's sentinel; a nil sentinel
 // for any other error.
 func scriptRefusal(err error) (why string, sentinel error) {
 	if err == nil {
@@ -65,7 +66,8 @@ func scriptRefusal(err error) (why string, sentinel error) {
 }
 
 // scriptErrors are the error codes the scripts answer with, and their sentinels.
-var scriptErrors = map[string]error{"NOTALOCK": locker.ErrNotALock, "NOTHELD": locker.ErrNotHeld, "UPGRADE": locker.ErrUpgrade}
+var scriptErrors = map[string]error{"NOTALOCK": locker.ErrNotALock, "NOTHELD": locker.ErrNotHeld, "UPGRADE": locker.ErrUpgrade,
+	"WRONGLIMIT": locker.ErrLimitMismatch}
 
 // unreplicated is the error of an acquire or a release that fewer than the configured replicas
 // acknowledged.

@@ -221,7 +221,7 @@ func TestReplicaAckRenewInspectForce(t *testing.T) {
 			t.Fatalf("%d acks: calls %+v, want one renew with WAIT 1 1s", acks, calls)
 		}
 	}
-	d := &ackDriver{replies: map[string]Reply{"inspect": {Array: []int64{0, 0, 0, 0, 0}}, "force": {Int: 1}}}
+	d := &ackDriver{replies: map[string]Reply{"inspect": {Array: []int64{0, 0, 0, 0, 0, 0}}, "force": {Int: 1}}}
 	b := New(d, "test", WithReplicaAck(1, time.Second))
 	if _, err := b.Inspect(ctx, "k"); err != nil {
 		t.Fatal(err)

@@ -67,9 +67,19 @@ if flags:find('f', 1, true) then
 end
 local fresh = flags:find('n', 1, true)
 local reentry = flags:find('r', 1, true)
-local shared = flags:find('s', 1, true) ~= nil
+local shared = flags:find('[sp]') ~= nil
 local fair = flags:find('o', 1, true) ~= nil
-local function reply(holds, token)
+local limit = 0 -- a permit request's: the semaphore's number of permits; 0 for a lock
+if flags:find('p', 1, true) then
+  if not (queue and ARGV[6] and ARGV[6]:find('^[1-9]%d*$')) then
+    return redis.error_reply('ERR a permit request needs the queue and a limit of at least 1')
+  end
+  limit = tonumber(ARGV[6])
+end
+local function reply(holds, token, taken)
+  if limit > 0 then
+    return {holds, token, taken or 0}
+  end
   if fence then
     return {holds, token}
   end
@@ -81,7 +91,8 @@ local state, value, done, q, latest, quiet = prepare(lock, owner, true, marker, 
 if type(state) == 'table' then
   return state
 end
-local rs -- in shared mode: the lock's readers (lib.lua: readReaders)
+local rs -- in shared mode: the lock's readers, or the semaphore's holders (lib.lua: readReaders)
+local token = latest -- the token a hold of the owner's reports: the latest, or its permit's own
 if state == 'shared' then
   rs = readReaders(lock)
   if rs.live == 0 then
@@ -89,14 +100,26 @@ if state == 'shared' then
     state, rs = 'free', nil
   else
     value = rs.holds[owner]
+    if rs.limit > 0 then
+      token = fence and permitToken(rs, owner) or 0
+    end
   end
 end
 if done then
   redis.call('pexpire', marker, 20000)
   if done ~= '0' and value then
-    return reply(tonumber(done), latest)
+    return reply(tonumber(done), token)
   end
   return reply(0, 0)
+end
+local held = rs and rs.limit or 0 -- the key's limit: a semaphore's permits, 0 for a lock
+if state ~= 'free' and held ~= limit then
+  if held == 0 then
+    return redis.error_reply(string.format('WRONGLIMIT the key is held as a lock, not a semaphore of %d', limit))
+  elseif limit == 0 then
+    return redis.error_reply(string.format('WRONGLIMIT the key is held as a semaphore of %d, not a lock', held))
+  end
+  return redis.error_reply(string.format('WRONGLIMIT the key is held as a semaphore of %d, not %d', held, limit))
 end
 if value then
   local w, r = 0, 0 -- the owner's exclusive and shared holds
@@ -115,7 +138,7 @@ if value then
     if q then
       dequeue(q, owner)
     end
-    return reply(w + r, latest)
+    return reply(w + r, token)
   end
   if state == 'shared' and not shared then
     return redis.error_reply('UPGRADE') -- locker.ErrUpgrade says it all
@@ -137,30 +160,43 @@ if value then
   if marker then
     redis.call('set', marker, w + r, 'px', 20000)
   end
-  return reply(w + r, latest)
+  return reply(w + r, token)
 end
 if reentry then
   return redis.error_reply('NOTHELD the owner holds no lock on the key')
 end
 local admitted = state == 'free' or (shared and state == 'shared')
-if admitted and q then
+local live = rs and rs.live or 0 -- the readers, or the permits taken
+if admitted and limit > 0 then
+  -- A permit is free, and a fair request passes no live entry of the queue (a plain one passes
+  -- them all).
+  local head = q.entries[1]
+  admitted = live < limit and not (fair and head and head.owner ~= owner)
+elseif admitted and q then
   admitted = admits(q, owner, shared, fair)
 end
 if admitted then
+  token = latest
+  if fence and (not shared or limit > 0) then
+    token = drawToken(fence, latest) -- a new exclusive hold's, or a new permit's
+  end
+  local own = limit > 0 and fence and string.format('%d', token) or nil -- the permit's token, kept with it
   if state == 'free' then
-    redis.call('hset', lock, '', shared and SHARED or MARK, owner, 1)
+    local mark = MARK
+    if limit > 0 then
+      mark = PERMITS .. ARGV[6]
+    elseif shared then
+      mark = SHARED
+    end
+    redis.call('hset', lock, '', mark, owner, readerValue(1, nil, own))
     redis.call('pexpire', lock, ARGV[2])
   else
-    writeReaders(rs, owner, 1, ARGV[2]) -- a new reader, with its own lease
-  end
-  local token = latest
-  if fence and not shared then
-    token = drawToken(fence, latest)
+    writeReaders(rs, owner, 1, ARGV[2], own) -- a new reader, or permit, with its own lease
   end
   if q then
     local _, behind = dequeue(q, owner)
-    if behind and shared and reader(q.entries[1]) then
-      notify(ARGV[5], lock) -- readers at the head may join
+    if behind and shared and reader(q.entries[1]) and (limit == 0 or live + 1 < limit) then
+      notify(ARGV[5], lock) -- readers at the head may join, or take a permit still free
     end
   end
   if marker and not fresh then
@@ -177,8 +213,8 @@ if wait > 0 then
   if fair then
     kind = shared and 's' or 'x'
   end
-  local grant = tonumber(ARGV[6] or '0')
-  if grant == 0 or shared or not fresh then
+  local grant = not shared and tonumber(ARGV[6] or '0') or 0
+  if grant == 0 or not fresh then
     grant = nil
   end
   enqueue(q, owner, kind, wait, grant, fence ~= nil, ARGV[7] or '')
@@ -186,10 +222,11 @@ end
 if state == 'free' then
   return reply(0, 0) -- free, but others are ahead in the queue
 end
+if rs and limit > 0 then
+  return reply(-soonestLeft(rs), 0, live) -- every permit is taken (or others are ahead)
+end
 if rs then
-  -- The lease of the reader whose lease ends last.
-  local left = rs.withKey and redis.call('pttl', lock) or math.ceil((rs.last - rs.now) / 1000)
-  return reply(-math.max(left, 1), 0)
+  return reply(-longestLeft(rs), 0) -- the lease of the reader whose lease ends last
 end
 local left = redis.call('pttl', lock)
 if left < 0 then

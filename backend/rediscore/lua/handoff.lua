@@ -1,18 +1,22 @@
--- Pass an exclusive hold from one owner to another in one step (locker.HandOffRequest; lib.lua
--- has the layout): the key stays held, no notice is sent, and the wait queue is not consulted.
+-- Pass an exclusive hold, or a semaphore's permit, from one owner to another in one step
+-- (locker.HandOffRequest; lib.lua has the layout): the key stays held, no notice is sent, and the
+-- wait queue is not consulted.
 -- KEYS[1]  the lock
 -- KEYS[2]  the lock's wait queue (To's entry, if any, ends)
 -- KEYS[3]  with 'f': the lock's fencing counter
--- ARGV[1]  From, the owner that holds the lock exclusively, with one hold
+-- ARGV[1]  From, the owner that holds the lock exclusively, or one permit of the semaphore, with
+--          one hold
 -- ARGV[2]  To, a fresh owner token
 -- ARGV[3]  lease in whole milliseconds
 -- ARGV[4]  flags: 'f' draw a new fencing token for To
--- Returns {holds, token, queued}: {1, the new token (0 without 'f')} when handed off; when To
--- holds the lock already (the hand-off sent again), its hold count and the latest token, the
--- lease reset; queued counts the live queue entries of other owners than To.
--- Errors: NOTHELD when From does not hold the lock exclusively with exactly one hold (nothing
--- changes); NOTALOCK when the key, the queue or the counter is not what the scripts write
--- (nothing is written).
+-- Returns {holds, token, queued}: {1, the new token (0 without 'f')} when handed off (a permit
+-- keeps the semaphore's limit, and its new token: lib.lua); when To holds the lock already (the
+-- hand-off sent again), its hold count and the latest token (a permit's holder: its permit's
+-- token; 0 without 'f'), its lease reset; queued counts the live queue entries of other owners
+-- than To.
+-- Errors: NOTHELD when From does not hold the lock exclusively, nor one permit, with exactly one
+-- hold (nothing changes); NOTALOCK when the key, the queue or the counter is not what the scripts
+-- write (nothing is written).
 local lock, from, to = KEYS[1], ARGV[1], ARGV[2]
 -- others counts q's live entries of other owners than owner.
 local function others(q, owner)
@@ -33,9 +37,24 @@ end
 if state == 'shared' then
   local rs = readReaders(lock)
   local r = rs.holds[to]
-  if r then -- To is a reader: its own lease alone is reset
+  if r then -- To is a reader, or a permit's holder: its own lease alone is reset
+    local token = latest
+    if rs.limit > 0 then
+      token = fence and permitToken(rs, to) or 0
+    end
     writeReaders(rs, to, r, ARGV[3])
-    return {r, latest, others(q, to)}
+    return {r, token, others(q, to)}
+  end
+  if rs.limit > 0 and rs.holds[from] == 1 then
+    -- From's permit, held once, passes to To: its field goes, To's comes with a lease of its own
+    -- (and a new token), and no other holder changes.
+    rs.holds[from], rs.live = nil, rs.live - 1
+    rs.ended = rs.ended or {}
+    rs.ended[#rs.ended + 1] = from
+    local token = fence and drawToken(fence, latest)
+    writeReaders(rs, to, 1, ARGV[3], token and string.format('%d', token))
+    dequeue(q, to)
+    return {1, token or 0, #q.entries}
   end
 elseif mine then
   local w, r = holdsOf(mine)

@@ -10,8 +10,16 @@
 --     W also has r shared holds (a downgrade); the key's TTL is W's lease;
 --   - shared: '' = 'locker:shared' and one field per reader R_i, whose value is "<r_i>", its
 --     shared hold count, when its lease ends with the key's TTL, or "<r_i>@<end_i>" with the end
---     of its own lease (readReaders has the rules): each reader's calls set its own lease alone.
--- An owner can only be added to a free key, or as a reader to a key in shared mode.
+--     of its own lease (readReaders has the rules): each reader's calls set its own lease alone;
+--   - a semaphore of n permits (locker.Semaphorer): '' = 'locker:permits:<n>' (n a positive
+--     integer, stored by the request that takes the first permit) and one field per permit's
+--     holder P_i, laid out as a reader's ("<r_i>" or "<r_i>@<end_i>", with its own lease), then
+--     "#<token>" when the permit drew a fencing token (the token it reports for life); at most n
+--     holders whose lease runs. The scripts read it as shared mode whose readers are the permits'
+--     holders (lockState, readReaders): a permit is a shared hold.
+-- An owner can only be added to a free key, as a reader to a key in shared mode, or as a permit's
+-- holder to a semaphore with a permit free. A request with another limit than the key's (0 for
+-- a lock, exclusive or shared) changes nothing and fails with WRONGLIMIT (acquire.lua).
 --
 -- QUIET lets the common release skip what nobody needs (release.lua's fast path): only the
 -- acquire's fast path writes it, for a fresh owner (locker.AcquireRequest.Fresh: it never held
@@ -44,13 +52,22 @@
 local MARK = 'locker'
 local QUIET = 'locker:quiet'
 local SHARED = 'locker:shared'
+-- PERMITS starts a semaphore's marker, 'locker:permits:<n>'.
+local PERMITS = 'locker:permits:'
+-- limitOf returns n, the number of permits, of a semaphore's marker 'locker:permits:<n>', or nil
+-- for any other value (a lock's marker, or none).
+local function limitOf(mark)
+  local n = type(mark) == 'string' and mark:match('^' .. PERMITS .. '([1-9]%d*)$')
+  return n and tonumber(n) or nil
+end
 -- wrongType reports whether a reply of redis.pcall is the error of a key of another type (any
 -- other error, NOPERM say, is returned as it is).
 local function wrongType(reply)
   return type(reply) == 'table' and type(reply.err) == 'string' and reply.err:find('WRONGTYPE', 1, true) == 1
 end
 -- lockState returns the lock's mode at key — 'free' when the key does not exist, 'exclusive' or
--- 'shared' when it holds a lock in that mode — and, with owner and in exclusive mode, owner's
+-- 'shared' when it holds a lock in that mode (a semaphore is read as shared mode: readReaders
+-- tells its limit) — and, with owner and in exclusive mode, owner's
 -- field (false when it has none: in shared mode, ask readers), and whether the lock is QUIET; or
 -- an error reply to return. The scripts ask it before they write anything (those that write
 -- companions too, through prepare), so that a key of another type, or a hash of somebody else's,
@@ -70,7 +87,7 @@ local function lockState(key, owner, probe)
   local state
   if mark == MARK or mark == QUIET then
     state = 'exclusive'
-  elseif mark == SHARED then
+  elseif mark == SHARED or limitOf(mark) then
     state = 'shared'
   elseif mark == false and not probe and redis.call('exists', key) == 0 then
     return 'free', false
@@ -85,7 +102,9 @@ end
 -- owners of the fields whose lease has ended; false when none has), live (how many readers'
 -- leases run), last (the latest of their ends; 0 for none), withKey (whether a reader whose
 -- lease runs ends with the key's TTL), now (the server's clock, read only when a field has an
--- end; false until then)}; ends and now in microseconds.
+-- end; false until then), limit (a semaphore's n; 0 for readers), tokens (owner -> the fencing
+-- token of its permit, a decimal string, for the holders whose lease runs and that have one;
+-- false when none has)}; ends and now in microseconds. A semaphore's holders are its readers.
 --
 -- A lone reader's field is "<r>", its shared holds: its lease is the key's TTL, as before readers
 -- had leases of their own, and costs no more. Once readers overlap, each field is "<r>@<end>",
@@ -94,13 +113,22 @@ end
 -- whole millisecond) when another joins. A reader whose end has passed holds nothing, and its
 -- field goes at the next write. A reader's lease is set by its own calls alone. (Keys written
 -- before readers had leases of their own may have several fields without an end: those end with
--- the key's TTL, and get an end at the next write that sets a lease.)
+-- the key's TTL, and get an end at the next write that sets a lease.) A permit's holder's field
+-- may end in "#<token>".
 local function readReaders(key)
   local fields = redis.call('hgetall', key)
-  local s = {key = key, holds = {}, ends = false, ended = false, live = 0, last = 0, withKey = false, now = false}
+  local s = {key = key, holds = {}, ends = false, ended = false, live = 0, last = 0, withKey = false, now = false,
+    limit = 0, tokens = false}
   for i = 1, #fields, 2 do
     local owner, value = fields[i], fields[i + 1]
-    if owner ~= '' then
+    if owner == '' then
+      s.limit = limitOf(value) or 0
+    else
+      local hash = value:find('#', 1, true)
+      local token = hash and value:sub(hash + 1)
+      if hash then -- not in one assignment with token's: miniredis's Lua would cut value first
+        value = value:sub(1, hash - 1)
+      end
       local at = value:find('@', 1, true)
       local r, e = tonumber(at and value:sub(1, at - 1) or value), at and tonumber(value:sub(at + 1))
       if e and not s.now then
@@ -118,17 +146,36 @@ local function readReaders(key)
         else
           s.withKey = true
         end
+        if token then
+          s.tokens = s.tokens or {}
+          s.tokens[owner] = token
+        end
       end
     end
   end
   return s
 end
+-- permitToken returns the fencing token of owner's permit in the semaphore read as s
+-- (readReaders): a number, 0 when it drew none.
+local function permitToken(s, owner)
+  return tonumber(s.tokens and s.tokens[owner]) or 0
+end
+-- readerValue formats a reader's field (readReaders): "<r>", or "<r>@<end>" with the end of its
+-- own lease, then "#<token>" with a permit's fencing token.
+local function readerValue(r, e, token)
+  local v = e and string.format('%d@%d', r, e) or string.format('%d', r)
+  if token then
+    v = v .. '#' .. token
+  end
+  return v
+end
 -- writeReaders gives owner r shared holds in the lock read as s (readReaders), with a lease of
 -- ms milliseconds from now (nil: the lease it has), or, with r 0, takes owner's holds out. No
--- other reader's lease changes. It reports whether a reader's lease still runs; when none does,
--- it writes nothing, and the caller frees the key. s is spent.
-local function writeReaders(s, owner, r, ms)
-  local key, ends, gone = s.key, s.ends, s.ended
+-- other reader's lease changes. token, a decimal string, is the fencing token of owner's new
+-- permit (nil: the one it has, if any). It reports whether a reader's lease still runs; when
+-- none does, it writes nothing, and the caller frees the key. s is spent.
+local function writeReaders(s, owner, r, ms, token)
+  local key, ends, gone, tokens = s.key, s.ends, s.ended, s.tokens
   local others, last, withKey = 0, 0, false -- the other readers whose lease runs
   for o in pairs(s.holds) do
     if o ~= owner then
@@ -158,7 +205,7 @@ local function writeReaders(s, owner, r, ms)
       local keyEnd = s.now + (math.max(redis.call('pttl', key), 0) + 1) * 1000
       for o, holds in pairs(s.holds) do
         if o ~= owner and not (ends and ends[o]) then
-          redis.call('hset', key, o, string.format('%d@%d', holds, keyEnd))
+          redis.call('hset', key, o, readerValue(holds, keyEnd, tokens and tokens[o]))
         end
       end
       last = math.max(last, keyEnd)
@@ -170,12 +217,43 @@ local function writeReaders(s, owner, r, ms)
     redis.call('hdel', key, unpack(gone))
   end
   if r > 0 and (r ~= s.holds[owner] or mine ~= was) then
-    redis.call('hset', key, owner, mine and string.format('%d@%d', r, mine) or string.format('%d', r))
+    redis.call('hset', key, owner, readerValue(r, mine, token or (tokens and tokens[owner])))
   end
   if fit then
     redis.call('pexpire', key, string.format('%d', math.floor((last - s.now) / 1000) + 2))
   end
   return true
+end
+-- leaseLeft returns the remaining lease, in ms, of owner, a reader whose lease runs in the lock
+-- read as s (readReaders): its own end's (at least 1), or the key's TTL (PTTL is 0 in the
+-- lease's last millisecond: 1; 0 when the key has no TTL, someone made it persistent).
+local function leaseLeft(s, owner)
+  local e = s.ends and s.ends[owner]
+  if e then
+    return math.max(math.ceil((e - s.now) / 1000), 1)
+  end
+  if not s.keyLeft then
+    local left = redis.call('pttl', s.key)
+    s.keyLeft = left < 0 and 0 or math.max(left, 1)
+  end
+  return s.keyLeft
+end
+-- longestLeft returns the remaining lease, in ms, of the reader of s (readReaders) whose lease
+-- ends last: the key's TTL when a reader's lease is the key's (the key then lives no longer than
+-- that lease), else the latest end's; at least 1.
+local function longestLeft(s)
+  local left = s.withKey and redis.call('pttl', s.key) or math.ceil((s.last - s.now) / 1000)
+  return math.max(left, 1)
+end
+-- soonestLeft returns the remaining lease, in ms, of the reader of s (readReaders) whose lease
+-- ends first (leaseLeft): when a semaphore's permit may be free.
+local function soonestLeft(s)
+  local left = nil
+  for o in pairs(s.holds) do
+    local l = leaseLeft(s, o)
+    left = math.min(left or l, l)
+  end
+  return left or 0
 end
 -- holdsOf returns the exclusive and shared hold counts in the value of an exclusive holder's
 -- field: "<w>" or "<w>:<r>".

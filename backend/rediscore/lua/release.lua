@@ -126,8 +126,14 @@ if state == 'exclusive' then
 elseif r > 0 then
   writeReaders(rs, owner, r) -- its lease unchanged
   return r
-elseif writeReaders(rs, owner, 0) then
-  return 0 -- other readers hold the key, which lives as long as their leases
+else
+  local permit = rs.limit > 0
+  if writeReaders(rs, owner, 0) then
+    if permit then
+      notify(ARGV[2], lock) -- a semaphore's permit is free
+    end
+    return 0 -- other readers hold the key, which lives as long as their leases
+  end
 end
 if q and forget(q.granted, owner) then
   redis.call('hdel', q.key, owner) -- the owner's grant record: the grant was taken, and is over

@@ -1,5 +1,6 @@
 -- Renew the leases of many reentrant hash locks, each only if its owner still holds it (in any
--- way: exclusive, shared, or both), and each the owner's lease alone (lib.lua: readReaders).
+-- way: exclusive, shared, both, or a semaphore's permit), and each the owner's lease alone
+-- (lib.lua: readReaders).
 -- KEYS[i]        a lock
 -- ARGV[2i-1]     the owner token expected for KEYS[i]
 -- ARGV[2i]       the new lease of KEYS[i] in whole milliseconds
@@ -14,7 +15,7 @@ for i, key in ipairs(KEYS) do
   if (mark == MARK or mark == QUIET) and redis.call('hexists', key, owner) == 1 then
     redis.call('pexpire', key, lease)
     renewed[i] = 1
-  elseif mark == SHARED then
+  elseif mark == SHARED or limitOf(mark) then -- readers, or a semaphore's holders
     local rs = readReaders(key)
     local r = rs.holds[owner]
     if r then
