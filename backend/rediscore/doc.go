@@ -22,7 +22,9 @@
 //     readers) that tells a lock from anybody else's hash; the key's TTL is the lease. An exclusive holder
 //     that also has shared holds (a downgrade) has the value "<exclusive>:<shared>". Readers
 //     that overlap each keep a lease of their own, "<holds>@<end>", and the key's TTL runs just
-//     past the latest. Scripts
+//     past the latest. A semaphore of n permits (locker.Semaphorer, n at most MaxLimit, 256) has
+//     the marker "locker:permits:<n>" and one field per permit's holder, laid out as a reader's
+//     and, when the permit drew a fencing token, followed by "#<token>". Scripts
 //     take the key in KEYS, with its companions (request markers, the fencing counter, the wait
 //     queue: keys.go), and touch no other key. A key that holds anything else is never
 //     written, renewed or deleted, and nor is a companion that holds anything but what the
@@ -30,8 +32,8 @@
 //     (lua/lib.lua, which has the whole layout).
 //   - The wait queue (QueueKey) is a hash of waiting owners with their ticket, kind and
 //     deadline on the server's clock, for fair locks and for readers and writers that wait
-//     (so that they take turns). Only requests that are shared, fair or waiting read it: a
-//     plain TryLock costs what it did before the queue existed.
+//     (so that they take turns). Only requests that are shared, a permit's, fair or waiting
+//     read it: a plain TryLock costs what it did before the queue existed.
 //   - Release notices go to the channel Channel(key), which hashes to the lock's cluster slot:
 //     by SPUBLISH where the server has it (Redis >= 7), else by PUBLISH; subscribers use
 //     SSUBSCRIBE or SUBSCRIBE to match.

@@ -1,4 +1,5 @@
--- Acquire or re-enter a reentrant hash lock, exclusive or shared (lib.lua has the layout).
+-- Acquire or re-enter a reentrant hash lock, exclusive or shared, or a permit of a semaphore
+-- (lib.lua has the layout).
 -- KEYS[1]      the lock: a hash of owner token -> hold count, with the lease as its TTL
 -- KEYS[2]      with a request ID: this call's marker (its outcome, or 0 once taken back)
 -- KEYS[2|3]    with 'q': the lock's wait queue (after the marker, if any)
@@ -8,21 +9,30 @@
 -- ARGV[3]      flags: 'm' the call has a request ID (KEYS[2]), 'f' report a fencing token,
 --              'n' the owner is fresh: it held nothing on the lock before this request,
 --              'r' re-entry only: never create the lock, 's' a shared hold (else exclusive),
---              'o' fair: respect the wait queue's order, 'q' the queue is passed
+--              'o' fair: respect the wait queue's order, 'q' the queue is passed,
+--              'p' a permit of a semaphore (with 's' and 'q': a permit is a shared hold)
 -- ARGV[4]      with 'q': how long a refused request waits in the queue, in ms ('0': it does not)
 -- ARGV[5]      with 'q': the lock's notice channel (in the lock's cluster slot)
 -- ARGV[6]      with 'q': the lease in ms of a grant that a refused fresh exclusive request that
---              waits asks for (locker.AcquireRequest.Grant; absent or '0': none)
--- ARGV[7]      with ARGV[6]: the request's ID (locker.AcquireRequest.ID; may be empty)
+--              waits asks for (locker.AcquireRequest.Grant; absent or '0': none); with 'p'
+--              instead, the semaphore's number of permits n, a positive integer (a permit asks
+--              for no grant)
+-- ARGV[7]      with the grant's ARGV[6]: the request's ID (locker.AcquireRequest.ID; may be empty)
 -- A marker lives 20000 ms (locker.RequestWindow).
 -- Returns holds: the owner's hold count after the call, exclusive and shared together (>= 1),
 -- when acquired or re-entered; or, when refused, minus the holder's remaining lease in ms (the
 -- longest reader's; < 0; 0 if unknown, or when the key is free but the queue refused). With fencing ('f') the reply is
 -- {holds, token}, token the fencing token (a shared hold reports the latest token and never
 -- advances it; 0 when refused); without, a bare integer, which a driver reads without
--- allocating an array.
+-- allocating an array. A permit request ('p') always gets {holds, token, taken}: token its
+-- permit's own (0 without 'f'), and when refused, minus the soonest of the holders' remaining
+-- leases (when a permit may be free) and taken the number of holders whose lease runs (0 and 0
+-- when the key is free but the queue refused).
 -- Errors: NOTHELD for a re-entry ('r') when the owner holds nothing on the lock; UPGRADE for an
--- exclusive request of an owner that holds the lock in shared mode; NOTALOCK when the key is not
+-- exclusive request of an owner that holds the lock in shared mode; WRONGLIMIT for a request
+-- whose limit (a permit's n, 0 for a lock) is not the one the key is held with (a semaphore of
+-- another n, a lock where a permit is asked, a semaphore where a lock is: checked before
+-- NOTHELD and UPGRADE, after a request sent again found its marker); NOTALOCK when the key is not
 -- a lock, or the marker or the fencing counter is not a number, or the queue is not a queue
 -- (lib.lua): nothing is written then.
 -- An owner that holds the lock re-enters it whatever the queue: an exclusive holder takes one
@@ -35,6 +45,13 @@
 -- has and refreshes its deadline; a fresh exclusive one may ask for a grant (ARGV[6]: lib.lua,
 -- grant). Without 'q' (a plain exclusive request that does not wait) the queue is not read:
 -- such a request passes it.
+-- A permit is a shared hold of a semaphore: a new one is granted on a free key (which then
+-- stores n) or a semaphore of n with fewer than n holders whose lease runs; a fair request then
+-- passes no live entry of the queue ahead of its owner's, a plain one passes the queue. With
+-- fencing, every new permit draws a new token, kept with its holder's field: its re-entries, and
+-- the request sent again, report it. When a granted permit request leaves the queue with
+-- entries behind it and a permit is still free, a notice wakes them. A refused one that waits
+-- queues as a shared request ('s' or 'r').
 -- A fresh owner that finds itself holding the key was granted it by a release (or this is its
 -- request sent again): the lease is reset and its grant record ends.
 -- A request sent again changes nothing: a fresh owner's is recognised by its hold (no marker is

@@ -1,5 +1,5 @@
--- Delete a reentrant hash lock whoever holds it (exclusive or shared), and send a release notice.
--- Its wait queue stays: its waiters are woken by the notice.
+-- Delete a reentrant hash lock whoever holds it (exclusive, shared, or a semaphore's permits), and
+-- send a release notice. Its wait queue stays: its waiters are woken by the notice.
 -- KEYS[1]  the lock
 -- ARGV[1]  the lock's notice channel (in the lock's cluster slot)
 -- Returns 1 when there was a lock to delete (a hold whose lease has not ended), 0 otherwise.

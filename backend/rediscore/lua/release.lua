@@ -1,5 +1,6 @@
--- Release one hold of a reentrant hash lock, exclusive or shared (lib.lua has the layout); when
--- no hold is left, delete it and send a release notice.
+-- Release one hold of a reentrant hash lock, exclusive or shared, or of a semaphore's permit (a
+-- shared hold: lib.lua has the layout); when no hold is left, delete it and send a release
+-- notice.
 -- KEYS[1]  the lock
 -- KEYS[2]  with a request ID: the marker of this call, or, for a take-back, of the acquire
 -- KEYS[2|3], KEYS[3|4]  with 'q': the lock's wait queue and its fencing counter
@@ -23,7 +24,8 @@
 -- passes to shared mode with it as the only reader, its lease unchanged, and a notice wakes the
 -- readers that wait. A reader that releases its last hold leaves, and the key's TTL runs to the
 -- end of the longest lease left; the last one deletes the key. A reader whose lease has ended
--- has nothing to release.
+-- has nothing to release. A semaphore's holder that releases its last hold frees its permit, and
+-- a notice wakes the waiters even while other permits hold the key.
 -- A release sent again changes nothing but its marker's lifetime (a write, for a WAIT after it:
 -- see acquire.lua); the marker reports the first outcome. A fresh owner's release that leaves it
 -- no hold writes a marker that lives ARGV[4] ms, or none: sent again later, it finds the owner
