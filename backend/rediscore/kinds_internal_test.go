@@ -106,3 +106,56 @@ func TestUpgradeError(t *testing.T) {
 		t.Fatalf("Acquire answered UPGRADE = %v, want ErrUpgrade", err)
 	}
 }
+
+// A permit request (Limit) is sent as a shared one that passes the queue, with 'p' and its
+// limit in place of a grant (which it never asks for); it reads {holds, token, taken}. A limit
+// below 0 or over MaxLimit is refused before any call, and WRONGLIMIT wraps
+// locker.ErrLimitMismatch.
+func TestPermitRequest(t *testing.T) {
+	ctx := context.Background()
+	d := &ackDriver{replies: map[string]Reply{"acquire": {Array: []int64{-1500, 0, 3}}}}
+	b := New(d, "test")
+	req := locker.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second, ID: "i", Limit: 3, Grant: time.Second, Fresh: true}
+	a, err := b.Acquire(ctx, req)
+	if err != nil || a != (locker.Acquisition{TTL: 1500 * time.Millisecond, Taken: 3}) {
+		t.Fatalf("a refused permit request = %+v, %v; want TTL 1.5s and 3 taken", a, err)
+	}
+	got := d.recorded()[0]
+	if want := []string{"k", MarkerKey("k", "i"), QueueKey("k")}; !slices.Equal(got.keys, want) {
+		t.Errorf("keys %q, want %q", got.keys, want)
+	}
+	if want := []string{"o", "1000", "mnsqp", "0", Channel("k"), "3"}; !slices.Equal(got.args, want) {
+		t.Errorf("args %q, want %q", got.args, want)
+	}
+	d.replies["acquire"] = Reply{Array: []int64{2, 77, 0}}
+	if a, err := b.Acquire(ctx, req); err != nil || a != (locker.Acquisition{Holds: 2, Token: 77}) {
+		t.Fatalf("a granted permit request = %+v, %v; want 2 holds, token 77", a, err)
+	}
+	d.replies["acquire"] = Reply{Array: []int64{1, 0}}
+	if _, err := b.Acquire(ctx, req); err == nil {
+		t.Fatal("a permit request answered {holds, token} = no error, want one")
+	}
+	for _, limit := range []int{-1, MaxLimit + 1} {
+		d := &ackDriver{replies: granted}
+		bad := req
+		bad.Limit = limit
+		if _, err := New(d, "test").Acquire(ctx, bad); !errors.Is(err, locker.ErrInvalid) || len(d.recorded()) != 0 {
+			t.Fatalf("Acquire with limit %d = %v, want ErrInvalid and no call", limit, err)
+		}
+	}
+	if MaxLimit != New(d, "test").MaxLimit() {
+		t.Fatal("MaxLimit() is not MaxLimit")
+	}
+	// A granted permit that too few replicas acknowledged is taken back as the shared hold it is.
+	d = &ackDriver{replies: map[string]Reply{"acquire": {Array: []int64{1, 0, 0}}, "release": {Int: 0}}}
+	if _, err := New(d, "test", WithReplicaAck(1, time.Second)).Acquire(ctx, req); !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("a permit with 0 of 1 acks = %v, want ErrNotReplicated", err)
+	}
+	if calls := d.recorded(); len(calls) != 2 || calls[1].script != "release" || !slices.Equal(calls[1].args, []string{"o", Channel("k"), "munsq"}) {
+		t.Fatalf("calls %+v, want a shared take-back", calls)
+	}
+	d = &ackDriver{evalErr: errors.New("WRONGLIMIT the key is held as a semaphore of 2, not 3")}
+	if _, err := New(d, "test").Acquire(ctx, req); !errors.Is(err, locker.ErrLimitMismatch) || !contains(err, "a semaphore of 2, not 3") {
+		t.Fatalf("Acquire answered WRONGLIMIT = %v, want ErrLimitMismatch with the reason", err)
+	}
+}
