@@ -18,12 +18,14 @@ import (
 	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
-// TestKindsLikeMemory drives the same random sequence of calls (Acquire of both kinds, fair or
-// not, waiting or not, with IDs sent again and taken back, Release, Renew, Inspect,
-// ForceRelease, Dequeue, steps of time) against backend/memory and against rediscore on
-// miniredis in one synctest bubble, and checks that every answer is the same (fencing tokens
-// only as zero, or as advanced or not; remaining leases within a millisecond). Time moves in
-// whole milliseconds, so that deadlines on the server's clock in milliseconds are exact.
+// TestKindsLikeMemory drives the same random sequence of calls (Acquire of both kinds and of
+// semaphores' permits, fair or not, waiting or not, with IDs sent again and taken back,
+// Release, Renew, Inspect, ForceRelease, Dequeue, HandOff, steps of time) against
+// backend/memory and against rediscore on miniredis in one synctest bubble, and checks that
+// every answer is the same (fencing tokens only as zero, or as the same draw of the key's:
+// each backend's tokens of a key pair up one to one, in the same order; remaining leases within
+// a millisecond). Time moves in whole milliseconds, so that deadlines on the server's clock in
+// milliseconds are exact.
 func TestKindsLikeMemory(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		rapid.SyncTest(rt, kindsLikeMemory)
@@ -44,6 +46,8 @@ func errClass(err error) string {
 		return "ErrNotHeld"
 	case errors.Is(err, locker.ErrUpgrade):
 		return "ErrUpgrade"
+	case errors.Is(err, locker.ErrLimitMismatch):
+		return "ErrLimitMismatch"
 	}
 	return "error " + err.Error()
 }
@@ -58,18 +62,21 @@ func kindsLikeMemory(rt *rapid.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0", Dialer: func(context.Context, string, string) (net.Conn, error) { return m.Dial() }})
 	rt.Cleanup(func() { rdb.Close() })
 	var (
-		mem      locker.KindLocker = memory.New()
-		red      locker.KindLocker = goredis.New(rdb)
-		ctx                        = context.Background()
-		unit                       = 50 * time.Millisecond
-		keys                       = []string{"k0", "k1"}[:rapid.IntRange(1, 2).Draw(rt, "keys")]
-		owners                     = []string{"o0", "o1", "o2"}[:rapid.IntRange(2, 3).Draw(rt, "owners")]
+		mem      locker.HandOffer = memory.New()
+		red      locker.HandOffer = goredis.New(rdb)
+		ctx                       = context.Background()
+		unit                      = 50 * time.Millisecond
+		keys                      = []string{"k0", "k1"}[:rapid.IntRange(1, 2).Draw(rt, "keys")]
+		owners                    = []string{"o0", "o1", "o2"}[:rapid.IntRange(2, 3).Draw(rt, "owners")]
+		limits                    = map[string]int{} // each key's limit, which most permit requests ask for
 		ids      []*diffAcquire
 		nextID   int
-		tokMem   = map[string]uint64{}
-		tokRed   = map[string]uint64{}
+		tokens   = map[string]*tokenPairs{} // by key
 		everHeld = map[[2]string]bool{}
 	)
+	for _, k := range keys {
+		limits[k], tokens[k] = rapid.IntRange(1, 3).Draw(rt, "limit"), &tokenPairs{}
+	}
 	drawKey := func(t *rapid.T) string { return rapid.SampledFrom(keys).Draw(t, "key") }
 	drawOwner := func(t *rapid.T) string { return rapid.SampledFrom(owners).Draw(t, "owner") }
 	newID := func(t *rapid.T) string {
@@ -87,20 +94,14 @@ func kindsLikeMemory(rt *rapid.T) {
 		ar, errr := red.Acquire(ctx, req)
 		desc := fmt.Sprintf("%s(%+v): memory %+v, %s; rediscore %+v, %s", what, req, am, errClass(errm), ar, errClass(errr))
 		t.Log(desc)
-		if errClass(errm) != errClass(errr) || am.Holds != ar.Holds || (am.TTL == 0) != (ar.TTL == 0) || !near(am.TTL, ar.TTL) {
+		if errClass(errm) != errClass(errr) || am.Holds != ar.Holds || (am.TTL == 0) != (ar.TTL == 0) || !near(am.TTL, ar.TTL) ||
+			am.Taken != ar.Taken {
 			t.Fatalf("differ: %s", desc)
 		}
-		if (am.Token == 0) != (ar.Token == 0) {
+		if !tokens[req.Key].same(am.Token, ar.Token) {
 			t.Fatalf("tokens differ: %s", desc)
 		}
-		if am.Token != 0 {
-			advM, advR := am.Token != tokMem[req.Key], ar.Token != tokRed[req.Key]
-			if advM != advR {
-				t.Fatalf("token advance differs: %s", desc)
-			}
-			tokMem[req.Key], tokRed[req.Key] = am.Token, ar.Token
-		}
-		if am.Holds > 0 && !req.Shared && !req.Fair && req.Wait == 0 {
+		if am.Holds > 0 && !req.Shared && req.Limit == 0 && !req.Fair && req.Wait == 0 {
 			// Such a request does not read the queue on Redis: the owner's entry, if any,
 			// stays there (Kinds/Model allows both); memory takes it out.
 			if err := red.Dequeue(ctx, req.Key, req.Owner); err != nil {
@@ -148,6 +149,49 @@ func kindsLikeMemory(rt *rapid.T) {
 			}
 			acquire(t, req, "Acquire")
 		},
+		"AcquirePermit": func(t *rapid.T) {
+			key := drawKey(t)
+			req := locker.AcquireRequest{
+				Key: key, Owner: drawOwner(t), Limit: limits[key],
+				TTL:     time.Duration(rapid.IntRange(1, 5).Draw(t, "ttl units")) * unit,
+				ID:      newID(t),
+				Reentry: rapid.IntRange(0, 4).Draw(t, "reentry") == 0,
+				Fence:   rapid.Bool().Draw(t, "fence"),
+				Shared:  rapid.Bool().Draw(t, "shared"), // implied
+				Fair:    rapid.Bool().Draw(t, "fair"),
+			}
+			if rapid.IntRange(0, 5).Draw(t, "another limit") == 0 {
+				req.Limit = rapid.IntRange(1, 4).Draw(t, "limit")
+			}
+			req.Fresh = !req.Reentry && !everHeld[[2]string{req.Key, req.Owner}] && rapid.Bool().Draw(t, "fresh")
+			if rapid.Bool().Draw(t, "wait") {
+				req.Wait = time.Duration(rapid.IntRange(1, 5).Draw(t, "wait units")) * unit
+			}
+			acquire(t, req, "Acquire")
+		},
+		"HandOff": func(t *rapid.T) {
+			nextID++
+			req := locker.HandOffRequest{Key: drawKey(t), From: drawOwner(t), To: fmt.Sprintf("t%d", nextID),
+				TTL: time.Duration(rapid.IntRange(1, 5).Draw(t, "ttl units")) * unit, Fence: rapid.Bool().Draw(t, "fence")}
+			for send := range rapid.IntRange(1, 2).Draw(t, "sends") {
+				hm, errm := mem.HandOff(ctx, req)
+				hr, errr := red.HandOff(ctx, req)
+				desc := fmt.Sprintf("HandOff(%+v), send %d: memory %+v, %s; rediscore %+v, %s", req, send+1, hm, errClass(errm), hr, errClass(errr))
+				t.Log(desc)
+				if errClass(errm) != errClass(errr) || hm.Holds != hr.Holds || hm.Queued != hr.Queued {
+					t.Fatalf("differ: %s", desc)
+				}
+				if !tokens[req.Key].same(hm.Token, hr.Token) {
+					t.Fatalf("tokens differ: %s", desc)
+				}
+				if errm != nil {
+					return
+				}
+			}
+			ends[[2]string{req.Key, req.To}] = time.Now().Add(req.TTL)
+			everHeld[[2]string{req.Key, req.To}] = true
+			owners = append(owners, req.To) // it holds the key: later calls may use it
+		},
 		"AcquireAgain": func(t *rapid.T) {
 			if len(ids) == 0 {
 				t.Skip("no ID")
@@ -185,7 +229,7 @@ func kindsLikeMemory(rt *rapid.T) {
 				t.Skip("no ID")
 			}
 			r := rapid.SampledFrom(fine).Draw(t, "request").req
-			release(t, locker.ReleaseRequest{Key: r.Key, Owner: r.Owner, ID: r.ID, Undo: true, Fresh: r.Fresh, Shared: r.Shared})
+			release(t, locker.ReleaseRequest{Key: r.Key, Owner: r.Owner, ID: r.ID, Undo: true, Fresh: r.Fresh, Shared: r.Shared || r.Limit > 0})
 		},
 		"Renew": func(t *rapid.T) {
 			rn := locker.Renewal{Key: drawKey(t), Owner: drawOwner(t), TTL: time.Duration(rapid.IntRange(1, 5).Draw(t, "ttl units")) * unit}
@@ -271,5 +315,36 @@ func sameHolders(a, b []locker.Holder) bool {
 			return false
 		}
 	}
+	return true
+}
+
+// tokenPairs pairs the fencing tokens of one key that memory and rediscore report: each new
+// token of one backend must come with a new token of the other, greater than every earlier one
+// on both, and a token reported again with its pair.
+type tokenPairs struct {
+	red     map[uint64]uint64 // memory's token -> rediscore's
+	mem     map[uint64]uint64 // rediscore's token -> memory's
+	lastMem uint64
+	lastRed uint64
+}
+
+// same reports whether m and r, the tokens of one call on memory and rediscore, are the same
+// draw, and records them when they are new.
+func (p *tokenPairs) same(m, r uint64) bool {
+	if m == 0 || r == 0 {
+		return m == r
+	}
+	if p.red == nil {
+		p.red, p.mem = map[uint64]uint64{}, map[uint64]uint64{}
+	}
+	pr, okm := p.red[m]
+	pm, okr := p.mem[r]
+	switch {
+	case okm || okr:
+		return okm && okr && pr == r && pm == m
+	case m <= p.lastMem || r <= p.lastRed:
+		return false // a new token on both, but not above every earlier one
+	}
+	p.red[m], p.mem[r], p.lastMem, p.lastRed = r, m, m, r
 	return true
 }
