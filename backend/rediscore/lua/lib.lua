@@ -38,8 +38,9 @@
 -- field '' is the latest ticket handed out (a counter) and whose other fields are waiting owners,
 -- each "<ticket>:<kind>:<deadline>": kind 'x' a fair exclusive request, 's' a fair shared one,
 -- 'w' an exclusive request that is not fair (readers that come after it wait behind it), 'r' a
--- shared one that is not fair (writers that come after it wait behind it), and the deadline in
--- milliseconds on the server's clock (TIME). An exclusive entry that asked for a grant
+-- shared one that is not fair (writers that come after it wait behind it; a semaphore's permit
+-- requests queue as shared ones, 's' or 'r'), and the deadline in milliseconds on the server's
+-- clock (TIME). An exclusive entry that asked for a grant
 -- (locker.AcquireRequest.Grant) ends in ":<lease>" (ms), "f" when it wants a fencing token, and
 -- ":<id>", the request ID of the request that last queued it (maybe empty): the release that
 -- frees the key while it is at the head gives the key to its owner with that lease, tells it so
