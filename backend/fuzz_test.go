@@ -192,6 +192,15 @@ func compareInspect(ctx context.Context, t *testing.T, mem, red locker.Locker, k
 	if a.Locked && (a.TTL <= 0 || b.TTL <= 0 || a.TTL > ttl+time.Millisecond || b.TTL > ttl+time.Millisecond) {
 		t.Fatalf("op %d Inspect: memory TTL %v, redis TTL %v, want both in (0, %v]", op, a.TTL, b.TTL, ttl)
 	}
+	// The holders, whatever the bytes of their tokens.
+	if len(a.Holders) != len(b.Holders) || a.Limit != b.Limit {
+		t.Fatalf("op %d Inspect: memory %+v, redis %+v", op, a, b)
+	}
+	for j, h := range b.Holders {
+		if h.Owner != a.Holders[j].Owner || h.Holds != a.Holders[j].Holds || h.TTL <= 0 || h.TTL > ttl+time.Millisecond {
+			t.Fatalf("op %d Inspect: memory holders %+v, redis %+v", op, a.Holders, b.Holders)
+		}
+	}
 	return a
 }
 
