@@ -16,6 +16,7 @@ import (
 
 var (
 	_ locker.Granter     = (*Backend)(nil)
+	_ locker.Semaphorer  = (*Backend)(nil)
 	_ locker.HandOffer   = (*Backend)(nil)
 	_ locker.FenceRaiser = (*Backend)(nil)
 )

@@ -32,7 +32,7 @@ type statements struct {
 func (n names) statements() statements {
 	call := func(fn, args string) string { return n.rename("select * from public.locker_" + fn + "(" + args + ")") }
 	return statements{
-		acquire: call("acquire", "$1, $2, $3, $4, $5, $6, $7"),
+		acquire: call("acquire", "$1, $2, $3, $4, $5, $6, $7, $8"),
 		release: call("release", "$1, $2, $3, $4, $5"),
 		renew:   call("renew", "$1, $2, $3"),
 		inspect: call("inspect", "$1"),
