@@ -10,8 +10,9 @@ import (
 
 // Acquire implements [locker.Locker.Acquire] in one call of the schema's acquire function, as
 // locker.AcquireRequest says, shared holds, the wait queue and grants included, and with
-// req.Limit a semaphore's permit (see [Backend.MaxLimit]). A TTL <= 0, a negative Wait, or a
-// Limit outside [0, MaxLimit] is refused with an error wrapping [locker.ErrInvalid], nothing sent.
+// req.Limit a semaphore's permit, as [locker.Semaphorer] says. A TTL <= 0, a negative Wait, or
+// a Limit outside [0, MaxLimit] is refused with an error wrapping [locker.ErrInvalid], nothing
+// sent.
 func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
 	if b.err != nil {
 		return locker.Acquisition{}, b.err
