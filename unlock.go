@@ -99,8 +99,12 @@ func (c *Client) holdOf(full, owner string) *hold {
 
 // offerHandOff makes l's Unlock a hand-off when it can be one: l holds its turn and its owner's
 // last hold, others wait in the turn, the backend is a HandOffer and nothing asks for a release.
-// It then forgets l's hold, offers the gift in the turn and returns it; nil means release.
+// It then forgets l's hold, offers the gift in the turn and returns it; nil means release. A
+// permit is offered in its line (offerPermit).
 func (c *Client) offerHandOff(l *Lease) *gift {
+	if l.limit > 0 {
+		return c.offerPermit(l)
+	}
 	if l.turn == nil || l.shared {
 		return nil
 	}
@@ -137,13 +141,13 @@ func (c *Client) handOff(ctx context.Context, l *Lease, g *gift) error {
 	select {
 	case <-g.ready:
 	case <-ctx.Done():
-		if c.withdraw(l.turn, g) {
-			return c.release(ctx, l.fullKey, l.owner, l.releaseID, false, l.fresh) // ctx ended: it says so
+		if l.turn != nil && c.withdraw(l.turn, g) {
+			return c.release(ctx, l.fullKey, l.owner, l.releaseID, l.shared, l.fresh) // ctx ended: it says so
 		}
-		<-g.ready // claimed meanwhile: the taker is about to close it
+		<-g.ready // claimed meanwhile (a permit's, at once): the taker is about to close it
 	}
 	if g.to == "" {
-		return c.release(ctx, l.fullKey, l.owner, l.releaseID, false, l.fresh)
+		return c.release(ctx, l.fullKey, l.owner, l.releaseID, l.shared, l.fresh)
 	}
 	req := HandOffRequest{Key: l.fullKey, From: l.owner, To: g.to, TTL: g.ttl}
 	var (

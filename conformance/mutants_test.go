@@ -96,6 +96,8 @@ var mutants = []struct {
 	{"fair-permit-jumps-queue", "Semaphores/Model"}, // a fair permit request passes the waiters ahead
 	{"fair-permit-jumps-queue", "Semaphores/FairOrder"},
 	{"no-permit-notice", "Semaphores/NoticeWakesWaiter"}, // a permit's release wakes nobody
+	{"permit-handoff-keeps-from", "Semaphores/Model"},    // a hand-off adds a permit: n+1 holders
+	{"permit-handoff-keeps-from", "Semaphores/HandOff"},
 }
 
 const mutantEnv = "CONFORMANCE_MUTANT"
@@ -696,7 +698,9 @@ func (m *mutant) HandOff(ctx context.Context, req locker.HandOffRequest) (locker
 		m.setLease(l, req.To, m.lease(req.TTL))
 		return locker.HandOffResult{Holds: l.total(req.To), Token: m.token(fence, l), Queued: m.others(req.Key, req.To)}, nil
 	case l != nil && l.limit > 0 && l.shared[req.From] == 1:
-		l.leave(req.From)
+		if m.bug != "permit-handoff-keeps-from" {
+			l.leave(req.From)
+		}
 		l.shared[req.To] = 1
 		m.setLease(l, req.To, m.lease(req.TTL))
 		if req.Fence {

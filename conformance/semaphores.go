@@ -3,7 +3,6 @@ package conformance
 import (
 	"context"
 	"errors"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,6 +35,7 @@ func (s *suite) semaphores(t *testing.T) {
 		{"FairOrder", permitFairOrder},
 		{"Fencing", permitFencing},
 		{"NoticeWakesWaiter", permitNoticeWakesWaiter},
+		{"HandOff", permitHandOff},
 	}
 	for _, p := range props {
 		t.Run(p.name, func(t *testing.T) { s.inCase(t, p.body) })
@@ -58,7 +58,8 @@ func semaphoresUnsupported(e *env) {
 }
 
 // permitExclusion: 8 goroutines on 4 Clients (half of them fair) take permits of a semaphore of
-// 3, many times each: never more than 3 are inside at once, and every call gets in.
+// 3, many times each, and hold them a while: never more than 3 are inside at once, 3 are at
+// times, and every call gets in.
 func permitExclusion(e *env) {
 	const n, clients, perClient, rounds = 3, 4, 2, 8
 	t, ctx, key := e.t, background(e.t), e.key("permit-exclusion")
@@ -88,7 +89,7 @@ func permitExclusion(e *env) {
 					if k > n {
 						t.Errorf("%d holders inside a semaphore of %d", k, n)
 					}
-					runtime.Gosched() // widen the window an extra holder would need
+					time.Sleep(e.ttl / 100) // the work: every goroutine that can get in does meanwhile
 					inside.Add(-1)
 					if err := l.Unlock(); err != nil {
 						fail <- err
@@ -103,7 +104,9 @@ func permitExclusion(e *env) {
 	for err := range fail {
 		t.Fatal(err)
 	}
-	t.Logf("at most %d of %d permits taken at once", most.Load(), n)
+	if most.Load() < n {
+		t.Fatalf("at most %d holders inside at once, want %d: the permits were not all used", most.Load(), n)
+	}
 }
 
 // TryAcquire takes permits while one is free; refused, it reports the permits taken and the
@@ -308,22 +311,30 @@ func crashedHolder(e *env) {
 }
 
 // Fair Acquire calls of separate Clients obtain permits in the order in which they asked, and a
-// fair TryAcquire does not pass them.
+// fair TryAcquire does not pass them. The first waiter is a slow process (an entry made at the
+// Locker level, sent again only when the test says): while it is first, a permit stays free,
+// whatever the Clients' waiters try when a holder unlocks.
 func permitFairOrder(e *env) {
 	const waiters = 3
-	t, key := e.t, e.key("permit-fair-order")
+	t, key, b := e.t, e.key("permit-fair-order"), e.kindProbe()
 	ctx, cancel := context.WithCancel(background(t))
 	defer cancel() // the waiters left give up
-	queued := e.probe.faults.watchQueued()
+	queued, refusals := e.probe.faults.watchQueued(), e.probe.faults.watchRefusals()
 	fair := locker.WithFair()
 	holders := []*locker.Lease{ok(e.client().Acquire(ctx, key, 2, fair))(t), ok(e.client().Acquire(ctx, key, 2, fair))(t)}
+	slow := locker.AcquireRequest{Key: key, Owner: "slow-first", TTL: e.ttl, Limit: 2, Fair: true, Wait: 10 * e.ttl}
+	defer func() { _ = b.Dequeue(context.Background(), key, slow.Owner) }()
+	seen := map[string]bool{}
+	if a := ok(b.Acquire(ctx, slow))(t); a.Acquired() {
+		t.Fatal("a permit was granted while every permit was taken")
+	}
+	waitQueued(e, queued, seen)
 	type obtained struct {
 		i     int
 		lease *locker.Lease
 		err   error
 	}
 	order := make(chan obtained, waiters)
-	seen := map[string]bool{}
 	for i := range waiters {
 		c := e.client(fair)
 		go func() {
@@ -332,8 +343,8 @@ func permitFairOrder(e *env) {
 		}()
 		waitQueued(e, queued, seen) // joined the queue before the next one asks
 	}
-	if st := inspect(e, key); st.Queued != waiters {
-		t.Fatalf("%d fair waiters: %+v, want Queued %d", waiters, st, waiters)
+	if st := inspect(e, key); st.Queued != waiters+1 {
+		t.Fatalf("%d fair waiters: %+v, want Queued %d", waiters+1, st, waiters+1)
 	}
 	next := func(want int) *locker.Lease {
 		t.Helper()
@@ -352,12 +363,25 @@ func permitFairOrder(e *env) {
 		}
 		return nil
 	}
-	ok(0, holders[0].Unlock())(t)
-	w0 := next(0)
-	ok(0, holders[1].Unlock())(t)
-	w1 := next(1)
+	for len(refusals) > 0 {
+		<-refusals
+	}
+	ok(0, holders[0].Unlock())(t) // a permit is free; the slow first waiter has not come back yet
+	waitForRefusal(e, refusals, key, waiters)
+	select {
+	case o := <-order:
+		t.Fatalf("fair waiter %d obtained a permit while the first in the queue was still waiting", o.i)
+	default:
+	}
 	l, err := e.client(fair).TryAcquire(ctx, key, 2)
-	expectRefused(t, "a fair TryAcquire while a fair waiter is queued", l, err)
+	expectRefused(t, "a fair TryAcquire of a free permit while fair waiters are queued", l, err)
+	if a := ok(b.Acquire(ctx, slow))(t); !a.Acquired() {
+		t.Fatalf("the first in the queue was refused (%+v) with a permit free", a)
+	}
+	ok(0, holders[1].Unlock())(t)
+	w0 := next(0)
+	ok(b.Release(ctx, locker.ReleaseRequest{Key: key, Owner: slow.Owner, Shared: true}))(t)
+	w1 := next(1)
 	ok(0, w0.Unlock())(t)
 	w2 := next(2)
 	ok(0, w1.Unlock())(t)
@@ -430,4 +454,88 @@ func permitNoticeWakesWaiter(e *env) {
 	case <-time.After(e.ttl):
 		t.Fatal("the waiter was not woken within a TTL of a permit's release")
 	}
+}
+
+// On a backend that is a locker.HandOffer, the Unlock of a permit while Acquire calls of the
+// same Client wait in its line hands the permit to one of them: one HandOff and no Release, the
+// permit held throughout; the taker's lease is renewed and given back as any other.
+// A fenced call (it needs the backend's token) is never handed one: the giver releases.
+func permitHandOff(e *env) {
+	t := e.t
+	if _, isHandOffer := e.backend().(locker.HandOffer); !isHandOffer {
+		t.Skip("the backend is no locker.HandOffer")
+	}
+	c, key := e.client(), e.key("permit-hand-off")
+	holder, waiting := inLine(e, c, key)
+	before := e.probe.Calls()
+	ok(0, holder.Unlock())(t)
+	var taker *locker.Lease
+	select {
+	case r := <-waiting:
+		taker = r.get(t, "an Acquire handed the permit")
+	case <-time.After(2 * e.ttl):
+		t.Fatal("no Acquire in line got the permit within 2 TTLs of the Unlock")
+	}
+	if calls := e.probe.Calls().Sub(before); calls.HandOff != 1 || calls.Release != 0 {
+		// (The call left in line takes the token, and tries the backend: its Acquire calls.)
+		t.Fatalf("an Unlock with Acquire calls in line made %+v calls, want one HandOff and no Release", calls)
+	}
+	if st := inspect(e, key); st.Limit != 1 || len(st.Holders) != 1 || st.Holders[0].Owner != taker.Owner() || st.Holders[0].Holds != 1 {
+		t.Fatalf("after the hand-off: %+v, want the taker %s holding the one permit once", st, taker.Owner())
+	}
+	time.Sleep(2 * e.ttl) // renewed past two leases
+	if err := context.Cause(taker.Context()); err != nil {
+		t.Fatalf("the taker's lease ended (%v): a handed-off permit must be renewed", err)
+	}
+	ok(0, taker.Unlock())(t) // to the other call in line
+	select {
+	case r := <-waiting:
+		ok(0, r.get(t, "the second Acquire in line").Unlock())(t)
+	case <-time.After(2 * e.ttl):
+		t.Fatal("the second Acquire in line did not get the permit within 2 TTLs")
+	}
+	if st := inspect(e, key); st.Locked {
+		t.Fatalf("after every Unlock: %+v, want free", st)
+	}
+
+	fenced := e.client(locker.WithFencing())
+	key = e.key("permit-hand-off-fenced")
+	holder, waiting = inLine(e, fenced, key)
+	before = e.probe.Calls()
+	ok(0, holder.Unlock())(t)
+	for range 2 {
+		select {
+		case r := <-waiting:
+			l := r.get(t, "a fenced Acquire in line")
+			if l.Token() == 0 {
+				t.Fatal("a fenced Acquire got no token")
+			}
+			ok(0, l.Unlock())(t)
+		case <-time.After(2 * e.ttl):
+			t.Fatal("a fenced Acquire in line did not get the permit within 2 TTLs")
+		}
+	}
+	if calls := e.probe.Calls().Sub(before); calls.HandOff != 0 || calls.Release < 2 {
+		t.Fatalf("Unlocks with fenced Acquire calls in line made %+v calls, want Releases and no HandOff", calls)
+	}
+}
+
+// inLine makes two Acquire calls of c on key, a semaphore of 1, wait behind a holder of c: the
+// first refused (it then tries the backend for the line, and has subscribed once refused twice),
+// the second waiting in the line. It returns the holder's Lease and the channel on which the
+// two calls' results come.
+func inLine(e *env, c *locker.Client, key string) (*locker.Lease, <-chan leaseOrError) {
+	t, ctx := e.t, background(e.t)
+	refusals := e.probe.faults.watchRefusals()
+	holder := ok(c.Acquire(ctx, key, 1))(t)
+	waiting := make(chan leaseOrError, 2)
+	acquire := func() {
+		l, err := c.Acquire(ctx, key, 1)
+		waiting <- leaseOrError{l, err}
+	}
+	go acquire()
+	waitForRefusal(e, refusals, key, 2) // refused, it makes the line, subscribes, is refused again
+	go acquire()
+	e.settle()
+	return holder, waiting
 }
