@@ -305,8 +305,11 @@ func crashedHolder(e *env) {
 	if got.Before(sent.Add(lease - 2*time.Millisecond)) {
 		t.Fatalf("the slot was taken %v after the crashed holder's permit, before its lease of %v ended", got.Sub(sent), lease)
 	}
-	if late := got.Sub(answered.Add(lease)); late > e.ttl/4 {
+	switch late := got.Sub(answered.Add(lease)); {
+	case late > e.ttl/4+schedulingSlack:
 		t.Fatalf("the slot was taken %v after the crashed holder's lease ended, want well within a TTL", late)
+	case late > e.ttl/4:
+		t.Logf("the slot was taken %v after the crashed holder's lease ended (scheduling on a loaded machine)", late)
 	}
 }
 
