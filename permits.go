@@ -1,9 +1,6 @@
 package locker
 
-import (
-	"context"
-	"time"
-)
+import "context"
 
 // Lines of permits. The Acquire calls of one Client on one semaphore key that wait queue in a
 // line, as a Lock's calls wait their turn (turn.go): one of them, the token's, tries the backend
@@ -19,13 +16,12 @@ import (
 // the line has not made maxHandOffs in a row (then one Unlock releases, so that others get their
 // chance). It then forgets l's hold and returns the gift; nil means release.
 func (c *Client) offerPermit(l *Lease) *gift {
-	if _, ok := c.backend.(HandOffer); !ok || !l.fresh {
+	if !l.fresh {
 		return nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := l.hold
-	if c.closed || len(h.leases) != 1 || h.leases[0] != l || h.gift != nil || !time.Now().Before(h.validUntil) {
+	if !c.mayGive(l) {
 		return nil
 	}
 	c.turns.mu.Lock()
@@ -38,17 +34,14 @@ func (c *Client) offerPermit(l *Lease) *gift {
 		t.yield, t.gifts = false, 0 // a release: those waiting elsewhere get their chance
 		return nil
 	}
-	g := &gift{from: l.owner, validUntil: h.validUntil, ready: make(chan struct{}), done: make(chan struct{})}
+	g := &gift{from: l.owner, validUntil: l.hold.validUntil, ready: make(chan struct{}), done: make(chan struct{})}
 	select {
 	case t.offer <- g: // taken by a call that waits: it claims it (claim) once Client.mu is free
 	default:
 		return nil // none is ready for it
 	}
 	t.gifts++
-	h.remove(l)
-	if c.held[h.id] == h {
-		delete(c.held, h.id)
-	}
+	c.forgetGiven(l)
 	return g
 }
 

@@ -108,13 +108,9 @@ func (c *Client) offerHandOff(l *Lease) *gift {
 	if l.turn == nil || l.shared {
 		return nil
 	}
-	if _, ok := c.backend.(HandOffer); !ok {
-		return nil
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := l.hold
-	if c.closed || len(h.leases) != 1 || h.leases[0] != l || h.gift != nil || !time.Now().Before(h.validUntil) {
+	if !c.mayGive(l) {
 		return nil
 	}
 	t := l.turn
@@ -124,14 +120,29 @@ func (c *Client) offerHandOff(l *Lease) *gift {
 		t.yield, t.gifts = false, 0 // a release: those waiting elsewhere get their chance
 		return nil
 	}
-	g := &gift{from: l.owner, validUntil: h.validUntil, ready: make(chan struct{}), done: make(chan struct{})}
+	g := &gift{from: l.owner, validUntil: l.hold.validUntil, ready: make(chan struct{}), done: make(chan struct{})}
 	t.gift = g
 	t.gifts++
+	c.forgetGiven(l)
+	return g
+}
+
+// mayGive reports whether l's hold may be handed to another owner: the backend is a HandOffer,
+// the Client is open, l is its hold's one lease, and the hold is valid and not itself a hand-off
+// that awaits confirmation. Client.mu is held.
+func (c *Client) mayGive(l *Lease) bool {
+	_, ok := c.backend.(HandOffer)
+	h := l.hold
+	return ok && !c.closed && len(h.leases) == 1 && h.leases[0] == l && h.gift == nil && time.Now().Before(h.validUntil)
+}
+
+// forgetGiven forgets l's hold, which a hand-off gives away. Client.mu is held.
+func (c *Client) forgetGiven(l *Lease) {
+	h := l.hold
 	h.remove(l)
 	if c.held[h.id] == h {
 		delete(c.held, h.id)
 	}
-	return g
 }
 
 // handOff is the rest of an Unlock that offered g (l's context ended, its turn passed): it waits
