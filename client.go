@@ -320,13 +320,17 @@ func (s *turnSet) queued(key string) *turn {
 	return t
 }
 
-// join joins the key's turn, making it (with its token free) if there is none.
-func (s *turnSet) join(key string) *turn {
+// join joins the key's turn, making it (with its token free) if there is none: a line of
+// permits (permits.go), which Unlock may hand permits to, when permits.
+func (s *turnSet) join(key string, permits bool) *turn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.m[key]
 	if t == nil {
 		t = &turn{token: make(chan struct{}, 1)}
+		if permits {
+			t.offer = make(chan *gift)
+		}
 		t.token <- struct{}{}
 		s.m[key] = t
 	}

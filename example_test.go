@@ -247,6 +247,39 @@ func ExampleClient_RLock() {
 	// writer after the readers: true
 }
 
+// A semaphore of 2: two permits held at once, from any Clients; a third waits, or, with
+// TryAcquire, is refused and told how many are taken; Unlock gives a permit back.
+func ExampleClient_Acquire() {
+	backend := memory.New()
+	web, batch := locker.New(backend), locker.New(backend)
+	defer web.Close()
+	defer batch.Close()
+	ctx := context.Background()
+
+	first, _ := web.Acquire(ctx, "jobs:render", 2)
+	second, _ := batch.Acquire(ctx, "jobs:render", 2)
+	st, _ := web.Inspect(ctx, "jobs:render")
+	fmt.Println("limit:", st.Limit, "taken:", len(st.Holders))
+
+	_, err := batch.TryAcquire(ctx, "jobs:render", 2)
+	var refused *locker.NotObtainedError
+	fmt.Println("third refused:", errors.As(err, &refused), "taken:", refused.Taken, "of", refused.Limit)
+
+	_, err = batch.TryAcquire(ctx, "jobs:render", 3) // another n while the key is held
+	fmt.Println("another n:", errors.Is(err, locker.ErrLimitMismatch))
+
+	first.Unlock()
+	third, err := batch.TryAcquire(ctx, "jobs:render", 2)
+	fmt.Println("after an Unlock:", err == nil)
+	second.Unlock()
+	third.Unlock()
+	// Output:
+	// limit: 2 taken: 2
+	// third refused: true taken: 2 of 2
+	// another n: true
+	// after an Unlock: true
+}
+
 // Inspect tells whether a key is held, by whom (the owner's label and the start of its token:
 // never the whole token), how many holds, and the lease left; it changes nothing.
 func ExampleClient_Inspect() {

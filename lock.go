@@ -104,6 +104,7 @@ type request struct {
 	queued           bool          // a refusal may have left an entry in the key's queue
 	dequeued         bool          // a Dequeue of its owner was sent: it may give back a later grant
 	turn             *turn         // the local turn this call holds, handed to its Lease
+	line             *turn         // the local line of an Acquire's permits it waits in (permits.go)
 	retry            backoffs      // its own run through cfg.retry: the retries spent, the next one's time
 
 	// The current acquire request: its ID, when it was first sent, the hold's seq then (see
@@ -178,7 +179,9 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 		r.grant = min(cfg.ttl, maxGrantLease) // a release may hand the key to it
 	}
 	// A Lock that never retries behaves as TryLock; readers and fair calls queue on the backend.
+	// An Acquire waits in its Client's line of the key (permits.go) as a Lock waits its turn.
 	queue := wait && r.fresh && mayRetry && !shared && !cfg.fair
+	line := wait && r.fresh && mayRetry && limit > 0 && !cfg.fair
 	defer func() {
 		if err != nil {
 			c.leave(r)
@@ -186,7 +189,7 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 	}()
 
 	var t *turn
-	if queue {
+	if queue || line {
 		t = c.turns.queued(full)
 	}
 	var refused *NotObtainedError
@@ -202,14 +205,17 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 			return nil, ref
 		}
 		refused = ref
-		if queue {
-			t = c.turns.join(full)
+		if queue || line {
+			t = c.turns.join(full, line)
 		}
 	}
-	if t == nil {
+	switch {
+	case t == nil:
 		return c.contend(ctx, r, refused)
+	case line:
+		return c.inLine(ctx, r, t, refused)
 	}
-	if err := c.takeTurn(ctx, r, t); err != nil {
+	if _, err := c.takeTurn(ctx, r, t); err != nil {
 		c.turns.leave(full, t, false)
 		return nil, err
 	}
@@ -231,11 +237,12 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 // that must wait takes the backend queue entry that its refusal left out first (in the
 // background): a release would grant it the key (Granter) while it does not listen. (An acquire
 // whose outcome is unknown is left alone: its Dequeue could come first; the call sends it again
-// when its turn comes.)
-func (c *Client) takeTurn(ctx context.Context, r *request, t *turn) error {
+// when its turn comes.) In a line of permits (permits.go), it takes a permit handed to it
+// instead, when one comes first: it returns the gift then, without the token.
+func (c *Client) takeTurn(ctx context.Context, r *request, t *turn) (*gift, error) {
 	select {
 	case <-t.token:
-		return nil
+		return nil, nil
 	default:
 	}
 	if r.grant > 0 && !r.pending {
@@ -246,15 +253,15 @@ func (c *Client) takeTurn(ctx context.Context, r *request, t *turn) error {
 	for {
 		due, ok := r.retry.next(r.cfg.retry)
 		if !ok {
-			return &NotObtainedError{Key: r.key}
+			return nil, r.refusal(Acquisition{}, nil)
 		}
-		woken, _, err := w.wait(ctx, time.Until(due), t.token, nil)
+		woke, err := w.wait(ctx, time.Until(due), t.token, nil, r.offers())
 		if err != nil {
-			return &NotObtainedError{Key: r.key, Err: err} // obtain says ErrClosed at Close
+			return nil, r.refusal(Acquisition{}, err) // obtain says ErrClosed at Close
 		}
 		r.retry.woke()
-		if woken {
-			return nil
+		if woke.gift != nil || woke.woken {
+			return woke.gift, nil
 		}
 	}
 }
@@ -272,6 +279,11 @@ func (c *Client) claimHandOff(ctx context.Context, r *request) *Lease {
 	if g == nil {
 		return nil
 	}
+	return c.claim(ctx, r, t, g)
+}
+
+// claim takes g, a gift offered in turn t, for r, as claimHandOff says; nil when declined.
+func (c *Client) claim(ctx context.Context, r *request, t *turn, g *gift) *Lease {
 	var l *Lease
 	if r.mayGoOnUnconfirmed() {
 		l = c.registerPending(ctx, r, g)
@@ -458,7 +470,7 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 		if r.wait > 0 {
 			backoff = min(backoff, r.wait/3) // refresh the queue entry well before it ends
 		}
-		_, grant, err := w.wait(ctx, backoff, notices, grants)
+		woke, err := w.wait(ctx, backoff, notices, grants, r.offers())
 		if err != nil {
 			if down {
 				return nil, display.Errorf("%w; then %w", r.downErr, err) // obtain says ErrClosed when Close ended ctx
@@ -467,7 +479,12 @@ func (c *Client) contend(ctx context.Context, r *request, refused *NotObtainedEr
 			return nil, refused // obtain says ErrClosed when Close ended ctx
 		}
 		r.retry.woke()
-		if l := c.takeGrant(ctx, r, grant); l != nil {
+		if woke.gift != nil {
+			if l := c.claim(ctx, r, r.line, woke.gift); l != nil {
+				return l, nil // a permit handed to it in its line
+			}
+		}
+		if l := c.takeGrant(ctx, r, woke.grant); l != nil {
 			return l, nil
 		}
 		refused = nil
@@ -526,13 +543,22 @@ func (c *Client) takeGrant(ctx context.Context, r *request, id string) *Lease {
 	return l
 }
 
-// waiter is the timer of a Lock that waits for a wake-up (a release notice, the local turn),
-// its next try, or the end of its ctx, which also ends at Close (see callSet).
+// waiter is the timer of a Lock that waits for a wake-up (a release notice, the local turn, a
+// permit handed to it), its next try, or the end of its ctx, which also ends at Close (see
+// callSet).
 type waiter struct{ timer *time.Timer }
 
-// wait waits for a value on wake or on grants (then woken, with the value of grants), for d,
-// or for ctx to end (then err). A nil channel is never ready.
-func (w *waiter) wait(ctx context.Context, d time.Duration, wake <-chan struct{}, grants <-chan string) (woken bool, grant string, err error) {
+// wakeUp is what ended a wait: a value on wake or grants (woken, with the grant's value), a gift
+// on offers, or neither (the timer).
+type wakeUp struct {
+	woken bool
+	grant string
+	gift  *gift
+}
+
+// wait waits for a value on wake, grants or offers, for d, or for ctx to end (then err). A nil
+// channel is never ready.
+func (w *waiter) wait(ctx context.Context, d time.Duration, wake <-chan struct{}, grants <-chan string, offers <-chan *gift) (wakeUp, error) {
 	if w.timer == nil {
 		w.timer = time.NewTimer(max(d, 0))
 	} else {
@@ -540,13 +566,15 @@ func (w *waiter) wait(ctx context.Context, d time.Duration, wake <-chan struct{}
 	}
 	select {
 	case <-wake:
-		return true, "", nil
-	case grant = <-grants:
-		return true, grant, nil
+		return wakeUp{woken: true}, nil
+	case grant := <-grants:
+		return wakeUp{woken: true, grant: grant}, nil
+	case g := <-offers:
+		return wakeUp{woken: true, gift: g}, nil
 	case <-w.timer.C:
-		return false, "", nil
+		return wakeUp{}, nil
 	case <-ctx.Done():
-		return false, "", ctx.Err()
+		return wakeUp{}, ctx.Err()
 	}
 }
 

@@ -115,23 +115,16 @@ type KindLocker interface {
 	Dequeue(ctx context.Context, key, owner string) error
 }
 
-// Semaphorer is implemented by a [KindLocker] whose Acquire honours AcquireRequest.Limit:
-// counting semaphores, for Client.Acquire; on another backend that returns an error wrapping
-// errors.ErrUnsupported. Every backend of this module but backend/quorum implements it.
-//
-// A semaphore of n is a key that at most n owners hold at once, each with one permit: a shared
-// hold (Shared is implied) with a hold count and a lease of its own that only its own calls
-// set, as a reader's; a hold whose lease has ended counts for nothing, and frees its permit. n is
-// stored with the key by the request that takes its first permit, and lives while any permit's
-// lease runs: a request with another limit, or a lock request (Limit 0, exclusive or shared),
-// on a key held as a semaphore, and a permit request on a key held as a lock, change nothing
-// and return an error wrapping ErrLimitMismatch. A permit's owner re-enters it (one permit,
-// held twice); its Release, Renew and HandOff are a shared hold's. With Fence, every new permit
-// draws a new fencing token, and its re-entries report that permit's token. Every Release that
-// ends a permit sends a release notice. The wait queue orders fair requests (Fair: granted only
-// when no live entry is ahead of the owner's); a plain permit request passes the queue, and
-// Grant is ignored. Inspect reports Limit and every holder (State.Holders). The rules in full:
-// docs/semaphore.md.
+// Semaphorer is implemented by a [KindLocker] whose Acquire honours AcquireRequest.Limit, for
+// Client.Acquire (elsewhere that returns errors.ErrUnsupported); every backend of this module but
+// backend/quorum implements it. A semaphore of n is a key that at most n owners hold at once,
+// each with a permit: a shared hold with a hold count and a lease of its own, as a reader's. n is
+// stored with the key by its first permit and kept while any permit's lease runs; a request with
+// another limit (a lock's is 0) on a held key changes nothing and fails with ErrLimitMismatch,
+// checked first. With Fence each new permit draws a new token, which its re-entries report. A
+// fair permit request passes no live queue entry ahead of its owner's, a plain one passes the
+// queue; Grant is ignored. Every Release that ends a permit sends a notice; Inspect reports Limit
+// and Holders; HandOff passes a permit. The rules in full: docs/semaphore.md.
 type Semaphorer interface {
 	KindLocker
 	// MaxLimit is the largest Limit the backend accepts: the Client refuses a larger n with

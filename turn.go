@@ -18,6 +18,10 @@ type turn struct {
 	gift  *gift
 	gifts int
 	yield bool
+
+	// offer, in a line of permits (permits.go), is where an Unlock hands a permit to a waiting
+	// call that is ready for it; nil in a lock's turn.
+	offer chan *gift
 }
 
 // Local hand-offs. When a Lease that holds its key's local turn (see turn) is unlocked while

@@ -99,18 +99,18 @@ func (c *Client) holdOf(full, owner string) *hold {
 
 // offerHandOff makes l's Unlock a hand-off when it can be one: l holds its turn and its owner's
 // last hold, others wait in the turn, the backend is a HandOffer and nothing asks for a release.
-// It then forgets l's hold, offers the gift in the turn and returns it; nil means release.
+// It then forgets l's hold, offers the gift in the turn and returns it; nil means release. A
+// permit is offered in its line (offerPermit).
 func (c *Client) offerHandOff(l *Lease) *gift {
-	if l.turn == nil || l.shared {
-		return nil
+	if l.limit > 0 {
+		return c.offerPermit(l)
 	}
-	if _, ok := c.backend.(HandOffer); !ok {
+	if l.turn == nil || l.shared {
 		return nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := l.hold
-	if c.closed || len(h.leases) != 1 || h.leases[0] != l || h.gift != nil || !time.Now().Before(h.validUntil) {
+	if !c.mayGive(l) {
 		return nil
 	}
 	t := l.turn
@@ -120,14 +120,29 @@ func (c *Client) offerHandOff(l *Lease) *gift {
 		t.yield, t.gifts = false, 0 // a release: those waiting elsewhere get their chance
 		return nil
 	}
-	g := &gift{from: l.owner, validUntil: h.validUntil, ready: make(chan struct{}), done: make(chan struct{})}
+	g := &gift{from: l.owner, validUntil: l.hold.validUntil, ready: make(chan struct{}), done: make(chan struct{})}
 	t.gift = g
 	t.gifts++
+	c.forgetGiven(l)
+	return g
+}
+
+// mayGive reports whether l's hold may be handed to another owner: the backend is a HandOffer,
+// the Client is open, l is its hold's one lease, and the hold is valid and not itself a hand-off
+// that awaits confirmation. Client.mu is held.
+func (c *Client) mayGive(l *Lease) bool {
+	_, ok := c.backend.(HandOffer)
+	h := l.hold
+	return ok && !c.closed && len(h.leases) == 1 && h.leases[0] == l && h.gift == nil && time.Now().Before(h.validUntil)
+}
+
+// forgetGiven forgets l's hold, which a hand-off gives away. Client.mu is held.
+func (c *Client) forgetGiven(l *Lease) {
+	h := l.hold
 	h.remove(l)
 	if c.held[h.id] == h {
 		delete(c.held, h.id)
 	}
-	return g
 }
 
 // handOff is the rest of an Unlock that offered g (l's context ended, its turn passed): it waits
@@ -137,13 +152,13 @@ func (c *Client) handOff(ctx context.Context, l *Lease, g *gift) error {
 	select {
 	case <-g.ready:
 	case <-ctx.Done():
-		if c.withdraw(l.turn, g) {
-			return c.release(ctx, l.fullKey, l.owner, l.releaseID, false, l.fresh) // ctx ended: it says so
+		if l.turn != nil && c.withdraw(l.turn, g) {
+			return c.release(ctx, l.fullKey, l.owner, l.releaseID, l.shared, l.fresh) // ctx ended: it says so
 		}
-		<-g.ready // claimed meanwhile: the taker is about to close it
+		<-g.ready // claimed meanwhile (a permit's, at once): the taker is about to close it
 	}
 	if g.to == "" {
-		return c.release(ctx, l.fullKey, l.owner, l.releaseID, false, l.fresh)
+		return c.release(ctx, l.fullKey, l.owner, l.releaseID, l.shared, l.fresh)
 	}
 	req := HandOffRequest{Key: l.fullKey, From: l.owner, To: g.to, TTL: g.ttl}
 	var (

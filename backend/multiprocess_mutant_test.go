@@ -48,12 +48,7 @@ func (b reversedTokens) Acquire(ctx context.Context, req locker.AcquireRequest) 
 // linearizable and its holds overlap; one whose tokens decrease fails the token check only. The
 // memory backend passes. A flagged history's visualization is written.
 func TestMultiProcessHarnessCatchesBrokenLocks(t *testing.T) {
-	for _, c := range []struct {
-		name    string
-		backend locker.Locker
-		verdict porcupine.CheckResult
-		want    string // in a violation; "" for none
-	}{
+	for _, c := range []harnessCase{
 		{"memory", memory.New(), porcupine.Ok, ""},
 		{"always-grants", &alwaysGrants{Backend: memory.New()}, porcupine.Illegal, "held the lock from"},
 		{"reversed-tokens", reversedTokens{memory.New()}, porcupine.Ok, "does not exceed token"},
@@ -63,9 +58,7 @@ func TestMultiProcessHarnessCatchesBrokenLocks(t *testing.T) {
 			ops := cyclesInGoroutines(t, c.backend, workers, n)
 			res := history.Check(ops, history.Options{Fenced: true, Timeout: time.Minute})
 			t.Logf("%v", res)
-			if res.Linearizable != c.verdict || res.OK() != (c.want == "") || (c.want != "" && !anyContains(res.Violations, c.want)) {
-				t.Fatalf("porcupine: %s, want %s; violations (want one with %q):\n%s", res.Linearizable, c.verdict, c.want, strings.Join(res.Violations, "\n"))
-			}
+			c.check(t, res, res.Violations)
 			if res.Ops != 2*workers*n || res.Processes != workers {
 				t.Fatalf("checked %v, want %d ops of %d processes", res, 2*workers*n, workers)
 			}
@@ -80,6 +73,25 @@ func TestMultiProcessHarnessCatchesBrokenLocks(t *testing.T) {
 				t.Fatalf("visualization %s: %v", path, err)
 			}
 		})
+	}
+}
+
+// harnessCase is a case of the harnesses of the multi-process tests: a backend, porcupine's
+// verdict on its history, and a problem that must be found in it.
+type harnessCase struct {
+	name    string
+	backend locker.Locker
+	verdict porcupine.CheckResult
+	want    string // in a violation (or another problem the harness finds); "" for none
+}
+
+// check fails t unless porcupine's verdict on the case's history, res, is c.verdict and the
+// problems found in it (violations and others) include one with c.want, or with c.want "", are
+// none.
+func (c harnessCase) check(t *testing.T, res *history.Result, problems []string) {
+	t.Helper()
+	if res.Linearizable != c.verdict || (len(problems) == 0) != (c.want == "") || (c.want != "" && !anyContains(problems, c.want)) {
+		t.Fatalf("porcupine: %s, want %s; problems (want one with %q):\n%s", res.Linearizable, c.verdict, c.want, strings.Join(problems, "\n"))
 	}
 }
 

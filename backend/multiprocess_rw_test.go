@@ -26,10 +26,11 @@ import (
 	"github.com/hashlock/locker/internal/testkit/redistest"
 )
 
-// The modes of a readers/writer worker (rwRole.Mode).
+// The modes of a readers/writer worker (rwRole.Mode), and of a semaphore's holder.
 const (
 	readerMode = "reader"
 	writerMode = "writer"
+	permitMode = "permit" // Acquire of one of Limit permits (multiprocess_semaphore_test.go)
 )
 
 const (
@@ -51,14 +52,16 @@ const (
 
 // rwRole is what a worker of a readers/writer run does, cycle after cycle (rwCycles): it pauses
 // for a random length in Pause, takes the key (Mode), holds it for a random length in Section (a
-// reader sleeps; a writer works, yielding the processor) and releases it. Its Client's lease is
-// TTL (workerTTL when 0), which the watchdog renews unless Fixed.
+// reader or a permit's holder sleeps; a writer works, yielding the processor) and releases it.
+// Its Client's lease is TTL (workerTTL when 0), which the watchdog renews unless Fixed.
 type rwRole struct {
-	Mode    string // readerMode (RLock) or writerMode (Lock); "" in a worker that only cycles
+	Mode    string // readerMode (RLock), writerMode (Lock) or permitMode (Acquire); "" in a worker that only cycles
 	TTL     time.Duration
 	Fixed   bool
 	Section span
 	Pause   span
+	Limit   int  // permitMode: the semaphore's permits
+	Fair    bool // every call with WithFair
 }
 
 // span is a range of durations, from Min to Max.
@@ -384,12 +387,7 @@ func (b *latestReaderLease) runOut(key string, s *sharedLease) {
 // other is a sound lock but never shares; one that lets new readers pass a waiting writer
 // starves it.
 func TestMultiProcessReadersWriterHarness(t *testing.T) {
-	for _, c := range []struct {
-		name    string
-		backend locker.Locker
-		verdict porcupine.CheckResult
-		want    string // in a violation or rwProblem's error; "" for none
-	}{
+	for _, c := range []harnessCase{ // want: in a violation or rwProblem's error
 		{"memory", memory.New(), porcupine.Ok, ""},
 		{"readers-ignore-writers", readersIgnoreWriters{memory.New()}, porcupine.Illegal, "held the lock shared from"},
 		{"latest-reader-lease", &latestReaderLease{Backend: memory.New()}, porcupine.Illegal, "held the lock shared from"},
@@ -402,7 +400,7 @@ func TestMultiProcessReadersWriterHarness(t *testing.T) {
 			for _, w := range rwWorkers {
 				roles = append(roles, w.role)
 			}
-			ops, errs := rwInGoroutines(c.backend, roles, rwRun)
+			ops, errs := rwInGoroutines(c.backend, roles, 1, rwRun)
 			res := history.Check(ops, history.Options{Fenced: true, Timeout: time.Minute})
 			st := rwStatsOf(ops)
 			problems := slices.Concat(res.Violations, errs)
@@ -410,15 +408,13 @@ func TestMultiProcessReadersWriterHarness(t *testing.T) {
 				problems = append(problems, err.Error())
 			}
 			t.Logf("%v; writes while reading: %v", res, st.writesWhileReading)
-			if res.Linearizable != c.verdict || (len(problems) == 0) != (c.want == "") || (c.want != "" && !anyContains(problems, c.want)) {
-				t.Fatalf("porcupine: %s, want %s; problems (want one with %q):\n%s", res.Linearizable, c.verdict, c.want, strings.Join(problems, "\n"))
-			}
+			c.check(t, res, problems)
 		})
 	}
 }
 
-// rwCycles reads (RLock) or writes (Lock) key for d, at most n times, as role says, recording
-// every operation in rec. A release is recorded as called at the last instant the lease's
+// rwCycles reads (RLock), writes (Lock) or holds a permit of (Acquire) key for d, at most n
+// times, as role says, recording every operation in rec. A release is recorded as called at the last instant the lease's
 // context said the hold was held: just before Unlock, or earlier when the context ended during
 // the section. The hold ended after that instant, at the release or when it was lost, also when
 // Unlock found it gone (ErrNotHeld): the history then shows whether another owner got the key
@@ -427,8 +423,19 @@ func TestMultiProcessReadersWriterHarness(t *testing.T) {
 func rwCycles(ctx context.Context, c *locker.Client, key string, role rwRole, d time.Duration, n int, rec *history.Recorder) error {
 	reader := role.Mode == readerMode
 	lock, acquired, released := c.Lock, rec.Acquired, rec.Released
-	if reader {
+	switch role.Mode {
+	case readerMode:
 		lock, acquired, released = c.RLock, rec.AcquiredShared, rec.ReleasedShared
+	case permitMode:
+		lock = func(ctx context.Context, key string, opts ...locker.Option) (*locker.Lease, error) {
+			return c.Acquire(ctx, key, role.Limit, opts...)
+		}
+		acquired = func(call int64, token uint64, holds int) { rec.AcquiredPermit(call, role.Limit, token, holds) }
+		released = func(call int64) { rec.ReleasedPermit(call, role.Limit) }
+	}
+	var opts []locker.Option
+	if role.Fair {
+		opts = append(opts, locker.WithFair())
 	}
 	end := time.Now().Add(d)
 	for i := 0; i < n; i++ {
@@ -436,15 +443,15 @@ func rwCycles(ctx context.Context, c *locker.Client, key string, role rwRole, d 
 			break
 		}
 		call := history.Now()
-		l, err := lock(ctx, key)
+		l, err := lock(ctx, key, opts...)
 		if err != nil {
 			return fmt.Errorf("cycle %d: %w", i, err)
 		}
-		if l.Shared() != reader {
-			return fmt.Errorf("cycle %d: a lease with Shared() %v, want %v", i, l.Shared(), reader)
+		if l.Shared() != reader || l.Limit() != role.Limit {
+			return fmt.Errorf("cycle %d: a lease with Shared() %v and Limit() %d, want %v and %d", i, l.Shared(), l.Limit(), reader, role.Limit)
 		}
 		acquired(call, l.Token(), l.Holds())
-		held, lost := occupy(l, role.Section.draw(), !reader)
+		held, lost := occupy(l, role.Section.draw(), role.Mode == writerMode)
 		err = l.Unlock()
 		if err != nil && !errors.Is(err, locker.ErrNotHeld) {
 			return fmt.Errorf("cycle %d: %w", i, err) // the hold's end is unknown
@@ -488,27 +495,43 @@ func occupy(l *locker.Lease, d time.Duration, busy bool) (held int64, lost error
 	}
 }
 
-// rwInGoroutines runs rwCycles for d on one key of backend in goroutines, one per role (each
-// with a Client of its own, as the processes of TestMultiProcessReadersWriter), and returns
-// their merged history and their errors.
-func rwInGoroutines(backend locker.Locker, roles []rwRole, d time.Duration) ([]history.Op, []string) {
+// rwInGoroutines runs rwCycles for d on one key of backend in goroutines, one per role, as
+// processes 0, 1…, and returns their merged history and their errors. Each run of perClient
+// roles shares a Client, made with the options of the first of them: 1 gives each its own, as
+// the processes of TestMultiProcessReadersWriter, len(permitRoles) makes the processes of
+// TestMultiProcessSemaphore, whose goroutines share their process's.
+func rwInGoroutines(backend locker.Locker, roles []rwRole, perClient int, d time.Duration) ([]history.Op, []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	clients := make([]*locker.Client, len(roles))
+	for i, role := range roles {
+		if i%perClient != 0 {
+			clients[i] = clients[i-1]
+			continue
+		}
+		clients[i] = locker.New(backend, role.options()...)
+		defer clients[i].Close()
+	}
+	return runCycles(ctx, clients, "harness-rw", roles, 0, d)
+}
+
+// runCycles runs rwCycles for d, at most rwMaxOps times, on key in a goroutine per role, roles[i]
+// through clients[i] recording as process first+i, and returns their merged history and their
+// errors.
+func runCycles(ctx context.Context, clients []*locker.Client, key string, roles []rwRole, first int, d time.Duration) ([]history.Op, []string) {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []string
 		recs []*history.Recorder
 	)
-	for p, role := range roles {
-		rec := history.NewRecorder(p)
+	for i, role := range roles {
+		rec := history.NewRecorder(first + i)
 		recs = append(recs, rec)
-		c := locker.New(backend, role.options()...)
-		defer c.Close()
 		wg.Go(func() {
-			if err := rwCycles(ctx, c, "harness-rw", role, d, rwMaxOps, rec); err != nil {
+			if err := rwCycles(ctx, clients[i], key, role, d, rwMaxOps, rec); err != nil {
 				mu.Lock()
-				errs = append(errs, fmt.Sprintf("worker %d (%s): %v", p, role.Mode, err))
+				errs = append(errs, fmt.Sprintf("worker %d (%s): %v", first+i, role.Mode, err))
 				mu.Unlock()
 			}
 		})

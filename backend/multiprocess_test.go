@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,11 +54,11 @@ var workerRoles = append(append([]driver(nil), drivers...), driver{"goredis-pool
 
 // workerSpec is what a worker process is told.
 type workerSpec struct {
-	Process int           // its number in the history, from 0
+	Process int           // its number in the history, from 0 (permitMode: its goroutines' are Process*len(permitRoles)+0, +1…)
 	Driver  string        // the name of its workerRole
 	Addrs   []string      // the server, or the nodes of a quorum (one backend of Driver each)
 	Key     string        // the lock's key
-	Ops     int           // Lock/Unlock cycles (with a Mode: at most)
+	Ops     int           // Lock/Unlock cycles (with a Mode: at most; permitMode: rwMaxOps)
 	Out     string        // where to write its history
 	Ready   string        // the list it pushes to once connected
 	Start   string        // the list it pops the start signal from
@@ -65,7 +66,8 @@ type workerSpec struct {
 
 	// rwRole is, for a readers/writer run (rwCycles) of For, what the worker does and its lease;
 	// its zero value (Mode "") is for cycles (Lock/Unlock, as fast as it can, with a renewed
-	// lease of workerTTL).
+	// lease of workerTTL). With Mode permitMode the worker runs permitRoles for For instead, a
+	// goroutine each, on one Client with rwRole's lease.
 	rwRole
 	For time.Duration
 }
@@ -244,12 +246,13 @@ func multiProcessOps(t *testing.T, div int) int {
 }
 
 // TestMultiProcessWorker is one worker process of TestMultiProcessExclusion (and
-// TestMultiProcessReadersWriter): it connects with its driver, waits for the start signal, runs
-// its cycles (or its readers/writer cycles) and writes its history.
+// TestMultiProcessReadersWriter, TestMultiProcessSemaphore): it connects with its driver, waits
+// for the start signal, runs its cycles (its readers/writer cycles, or its goroutines' permit
+// cycles) and writes its history.
 func TestMultiProcessWorker(t *testing.T) {
 	raw := os.Getenv(workerEnv)
 	if raw == "" {
-		t.Skip("run by TestMultiProcessExclusion and TestMultiProcessReadersWriter in a child process")
+		t.Skip("run by TestMultiProcessExclusion, TestMultiProcessReadersWriter and TestMultiProcessSemaphore in a child process")
 	}
 	var spec workerSpec
 	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
@@ -292,6 +295,17 @@ func TestMultiProcessWorker(t *testing.T) {
 		err = cycles(ctx, c, spec.Key, spec.Ops, rec)
 	case readerMode, writerMode:
 		err = rwCycles(ctx, c, spec.Key, spec.rwRole, spec.For, spec.Ops, rec)
+	case permitMode:
+		// A goroutine per permitRoles, on this process's Client, each a process of the history.
+		clients := slices.Repeat([]*locker.Client{c}, len(permitRoles))
+		ops, errs := runCycles(ctx, clients, spec.Key, permitRoles, spec.Process*len(permitRoles), spec.For)
+		if werr := history.WriteFile(spec.Out, ops); werr != nil {
+			t.Fatal(werr)
+		}
+		if len(errs) > 0 {
+			t.Fatal(strings.Join(errs, "\n"))
+		}
+		return
 	default:
 		t.Fatalf("no mode %q", spec.Mode)
 	}

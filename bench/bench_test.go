@@ -115,6 +115,10 @@ var (
 // writer, and 8 fair Lock calls, a Client each, every hold 100µs.
 func BenchmarkKinds(b *testing.B) { run(b, "readers", "readers-writer", "contention-fair") }
 
+// 3c. Semaphores: 16 goroutines take permits of a semaphore of 4, each holding one 100µs (-hold),
+// with one shared Client and with a Client each; busy is the share of the 4 slots held.
+func BenchmarkSemaphore(b *testing.B) { run(b, "semaphore-shared", "semaphore-separate") }
+
 // 3b. Many hot keys: 1,000 keys, 4 goroutines on each, one per Client of 4, each holding its key
 // 100µs; one op is one acquisition. Reports the connections per Client the server sees.
 func BenchmarkManyHotKeys(b *testing.B) { run(b, "many-hot-keys") }

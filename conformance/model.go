@@ -175,11 +175,16 @@ func unless(w *keyState, why string) ([]*keyState, string) {
 // rounding either way (Redis's PTTL truncates, and a live key in its last millisecond reports
 // 1ms), and the clock slack.
 func (m *model) leaseOK(w *keyState, got time.Duration, c call) string {
-	end := w.lease()
+	return m.remainingOK("remaining lease", w.lease(), got, c)
+}
+
+// remainingOK checks what, a remaining lease got reported during call c, against end, the
+// window of that lease's end, as leaseOK says.
+func (m *model) remainingOK(what string, end window, got time.Duration, c call) string {
 	lo := end.lo.Sub(c.t1) - time.Millisecond - m.slack
 	hi := end.hi.Sub(c.t0) + time.Millisecond + m.slack
 	if got <= 0 || got < lo || got > hi {
-		return fmt.Sprintf("remaining lease %v, want within [%v, %v] and > 0", got, lo, hi)
+		return fmt.Sprintf("%s %v, want within [%v, %v] and > 0", what, got, lo, hi)
 	}
 	return ""
 }

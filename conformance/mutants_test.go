@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -80,6 +81,23 @@ var mutants = []struct {
 	// Notices of shared holds: readers that wait sleep until their timers.
 	{"no-downgrade-notice", "Kinds/DowngradeWakesReaders"}, // a writer's Unlock that leaves it reading
 	{"no-join-notice", "Kinds/ReaderWakesReaders"},         // a reader's grant that lets readers behind it in
+	// Semaphores: never more than n inside, every permit its own lease.
+	{"permits-off-by-one", "Semaphores/Model"}, // n+1 holders
+	{"permits-off-by-one", "Semaphores/Exclusion"},
+	{"permit-release-any-owner", "Semaphores/Model"}, // a release frees another owner's permit
+	{"permit-never-expires", "Semaphores/Model"},     // a crashed holder keeps its permit for ever
+	{"permit-never-expires", "Semaphores/CrashedHolder"},
+	{"one-lease-for-permits", "Semaphores/Model"}, // a holder's renewal sets every permit's lease
+	{"one-lease-for-permits", "Semaphores/PermitLeases"},
+	{"limit-ignored", "Semaphores/Model"}, // a request with another n gets a permit: more than n inside
+	{"limit-ignored", "Semaphores/LimitMismatch"},
+	{"permits-share-token", "Semaphores/Model"}, // a new permit reports the latest token, as a reader does
+	{"permits-share-token", "Semaphores/Fencing"},
+	{"fair-permit-jumps-queue", "Semaphores/Model"}, // a fair permit request passes the waiters ahead
+	{"fair-permit-jumps-queue", "Semaphores/FairOrder"},
+	{"no-permit-notice", "Semaphores/NoticeWakesWaiter"}, // a permit's release wakes nobody
+	{"permit-handoff-keeps-from", "Semaphores/Model"},    // a hand-off adds a permit: n+1 holders
+	{"permit-handoff-keeps-from", "Semaphores/HandOff"},
 }
 
 const mutantEnv = "CONFORMANCE_MUTANT"
@@ -146,7 +164,10 @@ func TestMutantChild(t *testing.T) {
 	})
 }
 
-var _ locker.KindLocker = (*mutant)(nil)
+var _ locker.Semaphorer = (*mutant)(nil)
+
+// MaxLimit implements locker.Semaphorer.
+func (m *mutant) MaxLimit() int { return 1 << 10 }
 
 // mutant is a small in-memory KindLocker, correct unless bug names a flaw.
 type mutant struct {
@@ -162,13 +183,16 @@ type mutant struct {
 }
 
 // mutantLock is exclusive (owner set, holds >= 1, maybe shared holds of owner; its lease ends
-// at expires) or shared (owner "", readers in shared, each reader's lease ending at until).
+// at expires) or shared (owner "", readers in shared, each reader's lease ending at until), or a
+// semaphore of limit permits (shared, with the token of each holder's permit in tokens).
 type mutantLock struct {
 	owner   string
 	holds   int
 	shared  map[string]int
 	expires time.Time
 	until   map[string]time.Time
+	limit   int
+	tokens  map[string]uint64
 }
 
 // end returns when the lock's lease ends: the exclusive holder's, or the latest reader's.
@@ -192,7 +216,9 @@ func (m *mutant) setLease(l *mutantLock, owner string, end time.Time) {
 	switch {
 	case l.owner != "":
 		l.expires = end
-	case m.bug == "one-lease-for-readers":
+	case l.limit > 0 && m.bug == "permit-never-expires":
+		l.until[owner] = time.Now().Add(time.Hour)
+	case (l.limit == 0 && m.bug == "one-lease-for-readers") || (l.limit > 0 && m.bug == "one-lease-for-permits"):
 		for o := range l.shared {
 			l.until[o] = end
 		}
@@ -205,6 +231,7 @@ func (m *mutant) setLease(l *mutantLock, owner string, end time.Time) {
 func (l *mutantLock) leave(owner string) {
 	delete(l.shared, owner)
 	delete(l.until, owner)
+	delete(l.tokens, owner)
 }
 
 // mutantEntry is a wait queue entry: 'x' fair writer, 's' fair reader, 'w' plain writer, 'r'
@@ -303,16 +330,27 @@ func (m *mutant) queue(key string) []mutantEntry {
 
 // admits reports whether a new hold of req may be granted on key, whose lock is l. m.mu is held.
 func (m *mutant) admits(req locker.AcquireRequest, l *mutantLock) bool {
-	if l != nil && (!req.Shared || l.owner != "") {
-		return false
+	permit := req.Limit > 0
+	most := req.Limit
+	if m.bug == "permits-off-by-one" {
+		most++
 	}
-	if !req.Shared && !req.Fair && req.Wait == 0 {
+	switch {
+	case l != nil && (!req.Shared || l.owner != ""):
+		return false
+	case permit && l != nil && len(l.shared) >= most:
+		return false
+	case permit && !req.Fair, !req.Shared && !req.Fair && req.Wait == 0:
 		return true
 	}
 	for _, e := range m.queue(req.Key) {
 		switch {
 		case e.owner == req.Owner:
 			return true
+		case permit:
+			if m.bug != "fair-permit-jumps-queue" {
+				return false
+			}
 		case req.Fair && !(req.Shared && e.reader()):
 			if m.bug != "fair-jumps-queue" {
 				return false
@@ -403,19 +441,28 @@ func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker
 	if err := m.notALock(key); err != nil {
 		return locker.Acquisition{}, err
 	}
+	if req.Limit > 0 {
+		req.Shared, req.Grant = true, 0
+	}
 	l := m.get(key)
 	if done, ok := m.marker(key, req.ID); ok {
 		if done > 0 && l.total(owner) > 0 {
-			return locker.Acquisition{Holds: done, Token: m.token(req)}, nil
+			return locker.Acquisition{Holds: done, Token: m.token(req, l)}, nil
 		}
 		return locker.Acquisition{}, nil
 	}
+	if l != nil && l.limit != req.Limit {
+		if m.bug != "limit-ignored" || l.limit == 0 || req.Limit == 0 {
+			return locker.Acquisition{}, fmt.Errorf("mutant: limit %d, not %d: %w", l.limit, req.Limit, locker.ErrLimitMismatch)
+		}
+		req.Limit = l.limit // the bug: any n gets a permit of the key's semaphore
+	}
 	if req.Fresh && l.total(owner) > 0 && m.bug != "request-id-ignored" {
 		m.setLease(l, owner, m.lease(req.TTL))
-		if req.Shared || req.Fair || req.Wait > 0 {
+		if (req.Shared && req.Limit == 0) || req.Fair || req.Wait > 0 {
 			m.dequeue(key, owner) // a grant taken
 		}
-		return locker.Acquisition{Holds: l.total(owner), Token: m.token(req)}, nil
+		return locker.Acquisition{Holds: l.total(owner), Token: m.token(req, l)}, nil
 	}
 	if req.Reentry && l.total(owner) == 0 && m.bug != "reentry-creates-lock" {
 		return locker.Acquisition{}, fmt.Errorf("mutant: %w", locker.ErrNotHeld)
@@ -447,13 +494,22 @@ func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker
 		if req.Wait > 0 {
 			m.enqueue(req)
 		}
-		if l == nil {
+		switch {
+		case l == nil:
 			return locker.Acquisition{}, nil
+		case l.limit > 0:
+			first := l.end()
+			for _, u := range l.until {
+				if u.Before(first) {
+					first = u
+				}
+			}
+			return locker.Acquisition{TTL: time.Until(first), Taken: len(l.shared)}, nil
 		}
 		return locker.Acquisition{TTL: time.Until(l.end())}, nil
 	default:
 		if l == nil {
-			l = &mutantLock{shared: map[string]int{}, until: map[string]time.Time{}}
+			l = &mutantLock{shared: map[string]int{}, until: map[string]time.Time{}, limit: req.Limit, tokens: map[string]uint64{}}
 			m.locks[key] = l
 		}
 		if req.Shared {
@@ -461,8 +517,11 @@ func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker
 		} else {
 			l.owner, l.holds = owner, 1
 		}
-		if req.Fence && (!req.Shared || m.bug == "shared-advances-fence") {
+		if req.Fence && (!req.Shared || m.bug == "shared-advances-fence" || (l.limit > 0 && m.bug != "permits-share-token")) {
 			m.fences[key]++
+		}
+		if req.Fence && l.limit > 0 {
+			l.tokens[owner] = m.fences[key]
 		}
 		m.setLease(l, owner, m.lease(req.TTL))
 		if behind := m.dequeue(key, owner); behind && req.Shared && m.bug != "no-join-notice" {
@@ -475,12 +534,17 @@ func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker
 	if !req.Fresh {
 		m.remember(key, req.ID, holds)
 	}
-	return locker.Acquisition{Holds: holds, Token: m.token(req)}, nil
+	return locker.Acquisition{Holds: holds, Token: m.token(req, l)}, nil
 }
 
-func (m *mutant) token(req locker.AcquireRequest) uint64 {
-	if !req.Fence {
+// token is the fencing token to report for req on l: the key's latest, or the token of the
+// owner's permit on a semaphore.
+func (m *mutant) token(req locker.AcquireRequest, l *mutantLock) uint64 {
+	switch {
+	case !req.Fence:
 		return 0
+	case l != nil && l.limit > 0 && m.bug != "permits-share-token":
+		return l.tokens[req.Owner]
 	}
 	return m.fences[req.Key]
 }
@@ -511,6 +575,12 @@ func (m *mutant) Release(ctx context.Context, req locker.ReleaseRequest) (int, e
 		l.owner, l.holds = owner, 1
 	case l != nil && l.owner == "" && l.shared[owner] == 0 && req.Shared && m.bug == "release-without-owner-check":
 		l.shared = map[string]int{owner: 1} // a plain DEL: every reader's holds go
+	case l != nil && l.limit > 0 && l.shared[owner] == 0 && req.Shared && m.bug == "permit-release-any-owner":
+		for o := range l.shared {
+			l.shared[owner], l.until[owner] = l.shared[o], l.until[o]
+			l.leave(o) // another owner's permit, released as if it were owner's
+			break
+		}
 	case l == nil, all && l.total(owner) == 0, !all && req.Shared && l.shared[owner] == 0,
 		!all && !req.Shared && l.owner != owner:
 		return 0, fmt.Errorf("mutant: %w", locker.ErrNotHeld)
@@ -524,6 +594,9 @@ func (m *mutant) Release(ctx context.Context, req locker.ReleaseRequest) (int, e
 	case req.Shared:
 		if l.shared[owner]--; l.shared[owner] == 0 {
 			l.leave(owner)
+			if l.limit > 0 && len(l.shared) > 0 && m.bug != "no-permit-notice" {
+				m.notify(key) // a permit is free
+			}
 		}
 	default:
 		if l.holds--; l.holds == 0 {
@@ -576,12 +649,20 @@ func (m *mutant) Inspect(ctx context.Context, key string) (locker.State, error) 
 	case l == nil:
 	case l.owner != "":
 		st.Locked, st.Owner, st.Holds, st.TTL = true, l.owner, l.total(l.owner), time.Until(l.expires)
+		st.Holders = []locker.Holder{{Owner: l.owner, Holds: st.Holds, TTL: st.TTL}}
 	default:
-		st.Locked, st.Shared, st.Readers, st.TTL = true, true, len(l.shared), time.Until(l.end())
+		st.Locked, st.TTL = true, time.Until(l.end())
+		if l.limit > 0 {
+			st.Limit = l.limit
+		} else {
+			st.Shared, st.Readers = true, len(l.shared)
+		}
 		for o, n := range l.shared {
 			st.Owner = o
 			st.Holds += n
+			st.Holders = append(st.Holders, locker.Holder{Owner: o, Holds: n, TTL: time.Until(l.until[o])})
 		}
+		slices.SortFunc(st.Holders, func(a, b locker.Holder) int { return strings.Compare(a.Owner, b.Owner) })
 	}
 	if m.bug == "no-owner-in-inspect" {
 		st.Owner = ""
@@ -611,11 +692,23 @@ func (m *mutant) HandOff(ctx context.Context, req locker.HandOffRequest) (locker
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.get(req.Key)
-	fence := locker.AcquireRequest{Key: req.Key, Fence: req.Fence}
+	fence := locker.AcquireRequest{Key: req.Key, Owner: req.To, Fence: req.Fence}
 	switch {
 	case l.total(req.To) > 0:
 		m.setLease(l, req.To, m.lease(req.TTL))
-		return locker.HandOffResult{Holds: l.total(req.To), Token: m.token(fence), Queued: m.others(req.Key, req.To)}, nil
+		return locker.HandOffResult{Holds: l.total(req.To), Token: m.token(fence, l), Queued: m.others(req.Key, req.To)}, nil
+	case l != nil && l.limit > 0 && l.shared[req.From] == 1:
+		if m.bug != "permit-handoff-keeps-from" {
+			l.leave(req.From)
+		}
+		l.shared[req.To] = 1
+		m.setLease(l, req.To, m.lease(req.TTL))
+		if req.Fence {
+			m.fences[req.Key]++
+			l.tokens[req.To] = m.fences[req.Key]
+		}
+		m.dequeue(req.Key, req.To)
+		return locker.HandOffResult{Holds: 1, Token: m.token(fence, l), Queued: m.others(req.Key, req.To)}, nil
 	case l == nil || l.owner != req.From || l.shared[req.From] > 0 || (l.holds != 1 && m.bug != "handoff-any-holds"):
 		return locker.HandOffResult{}, fmt.Errorf("mutant: hand off: %w", locker.ErrNotHeld)
 	}
@@ -630,7 +723,7 @@ func (m *mutant) HandOff(ctx context.Context, req locker.HandOffRequest) (locker
 		m.fences[req.Key]++
 	}
 	m.dequeue(req.Key, req.To)
-	return locker.HandOffResult{Holds: 1, Token: m.token(fence), Queued: m.others(req.Key, req.To)}, nil
+	return locker.HandOffResult{Holds: 1, Token: m.token(fence, l), Queued: m.others(req.Key, req.To)}, nil
 }
 
 // others counts the live entries of key's queue of other owners than owner. m.mu is held.

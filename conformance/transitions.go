@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/hashlock/locker"
 )
@@ -149,24 +148,14 @@ func (m *model) newPermit(w *keyState, req locker.AcquireRequest, a locker.Acqui
 	case a.Taken != len(s.holds):
 		why = fmt.Sprintf("a refused permit request: want Taken %d (the permits taken), not %d", len(s.holds), a.Taken)
 	case s.held():
-		why = m.soonestOK(s, a.TTL, c)
+		why = m.remainingOK("the soonest permit's remaining lease", s.soonest(), a.TTL, c)
 	case a.TTL != 0:
 		why = fmt.Sprintf("the key is free but the queue refuses it: want TTL 0, not %v", a.TTL)
 	}
 	if why != "" {
 		return nil, why
 	}
-	var next []*keyState
-	if admitted && plainRequest(req) && w.entry(req.Owner) >= 0 {
-		// A plain permit request that does not wait need not read the queue.
-		kept := s.clone()
-		kept.queue, kept.grants = slices.Clone(w.queue), slices.Clone(w.grants)
-		next = append(next, kept)
-	}
-	if admitted || req.Wait <= 0 {
-		return append(next, s), ""
-	}
-	return s.enqueue(entryOf(req, c)), ""
+	return afterNew(w, s, req, admitted, c), ""
 }
 
 // newHold explains an Acquire of an owner that holds nothing: a new hold when the key and its
@@ -196,20 +185,25 @@ func (m *model) newHold(w *keyState, req locker.AcquireRequest, a locker.Acquisi
 	if why != "" {
 		return nil, why
 	}
+	return afterNew(w, s, req, admitted, c), ""
+}
+
+// afterNew returns the states that follow a request req for a new hold (a lock's or a permit)
+// by call c, in world w, once s (a clone of w) has the hold when admitted. A plain request that
+// does not wait need not read the queue (on Redis it does not: a plain Lock's common path costs
+// one key): the owner's own entry, left by an earlier request of its that waited, may stay
+// until it ends. A refused request that waits queues, or keeps its place for Wait from now.
+func afterNew(w, s *keyState, req locker.AcquireRequest, admitted bool, c call) []*keyState {
 	var next []*keyState
 	if admitted && plainRequest(req) && w.entry(req.Owner) >= 0 {
-		// A plain exclusive request that does not wait need not read the queue (on Redis it
-		// does not: its common path costs one key): the owner's own entry, left by an earlier
-		// request of its that waited, may stay until it ends.
 		kept := s.clone()
 		kept.queue, kept.grants = slices.Clone(w.queue), slices.Clone(w.grants)
 		next = append(next, kept)
 	}
 	if admitted || req.Wait <= 0 {
-		return append(next, s), ""
+		return append(next, s)
 	}
-	// A refused request that waits queues, or keeps its place for Wait from now.
-	return s.enqueue(entryOf(req, c)), ""
+	return s.enqueue(entryOf(req, c))
 }
 
 // sentAgain is the transition of r, a granted (or taken back) Acquire that is not a fresh
@@ -366,23 +360,9 @@ func (m *model) holdersOK(w *keyState, got []locker.Holder, c call) string {
 		if got[i].Owner != o || got[i].Holds != h.total() {
 			return fmt.Sprintf("Holders %+v: want %s with %d holds at %d (sorted by owner)", got, o, h.total(), i)
 		}
-		lo := h.end.lo.Sub(c.t1) - time.Millisecond - m.slack
-		hi := h.end.hi.Sub(c.t0) + time.Millisecond + m.slack
-		if d := got[i].TTL; d <= 0 || d < lo || d > hi {
-			return fmt.Sprintf("Holders %+v: %s's remaining lease %v, want within [%v, %v] and > 0", got, o, d, lo, hi)
+		if why := m.remainingOK(fmt.Sprintf("Holders %+v: %s's remaining lease", got, o), h.end, got[i].TTL, c); why != "" {
+			return why
 		}
-	}
-	return ""
-}
-
-// soonestOK checks a refused permit request's TTL, during call c, against the soonest of the
-// holders' leases in w, as leaseOK does for the latest.
-func (m *model) soonestOK(w *keyState, got time.Duration, c call) string {
-	end := w.soonest()
-	lo := end.lo.Sub(c.t1) - time.Millisecond - m.slack
-	hi := end.hi.Sub(c.t0) + time.Millisecond + m.slack
-	if got <= 0 || got < lo || got > hi {
-		return fmt.Sprintf("the soonest permit's remaining lease %v, want within [%v, %v] and > 0", got, lo, hi)
 	}
 	return ""
 }

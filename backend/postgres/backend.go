@@ -16,6 +16,7 @@ import (
 
 var (
 	_ locker.Granter     = (*Backend)(nil)
+	_ locker.Semaphorer  = (*Backend)(nil)
 	_ locker.HandOffer   = (*Backend)(nil)
 	_ locker.FenceRaiser = (*Backend)(nil)
 )
@@ -24,8 +25,8 @@ var (
 // error, not a hang.
 const CallTimeout = 10 * time.Second
 
-// Backend is a [locker.Locker] (and a [locker.Granter], [locker.HandOffer] and
-// [locker.FenceRaiser]) on a PostgreSQL database, through the caller's *pgxpool.Pool. Every
+// Backend is a [locker.Locker] (and a [locker.Granter], [locker.Semaphorer], [locker.HandOffer]
+// and [locker.FenceRaiser]) on a PostgreSQL database, through the caller's *pgxpool.Pool. Every
 // operation is one round trip: a call of one of the schema's functions (see [Backend.Migrate]),
 // atomic on the server, with leases on the database's clock. It is safe for concurrent use;
 // [Backend.Close] closes its release-notice connection (one of its own, made with the pool's

@@ -9,7 +9,8 @@ import (
 )
 
 // HandOff implements [locker.HandOffer.HandOff] in one call of the schema's hand_off function:
-// req.From's one exclusive hold passes to req.To, as [locker.HandOffRequest] says.
+// req.From's one exclusive hold, or its one permit held once, passes to req.To, as
+// [locker.HandOffRequest] says.
 func (b *Backend) HandOff(ctx context.Context, req locker.HandOffRequest) (locker.HandOffResult, error) {
 	if b.err != nil {
 		return locker.HandOffResult{}, b.err
@@ -32,7 +33,7 @@ func (b *Backend) HandOff(ctx context.Context, req locker.HandOffRequest) (locke
 		return locker.HandOffResult{}, b.fail(ctx, "hand off", err)
 	}
 	if holds < 0 {
-		return locker.HandOffResult{}, display.Errorf("postgres: hand off: the owner does not hold it exclusively, once: %w", locker.ErrNotHeld)
+		return locker.HandOffResult{}, display.Errorf("postgres: hand off: the owner holds it neither exclusively, once, nor as one permit, once: %w", locker.ErrNotHeld)
 	}
 	return locker.HandOffResult{Holds: holds, Token: uint64(token), Queued: queued}, nil
 }

@@ -32,7 +32,7 @@ type statements struct {
 func (n names) statements() statements {
 	call := func(fn, args string) string { return n.rename("select * from public.locker_" + fn + "(" + args + ")") }
 	return statements{
-		acquire: call("acquire", "$1, $2, $3, $4, $5, $6, $7"),
+		acquire: call("acquire", "$1, $2, $3, $4, $5, $6, $7, $8"),
 		release: call("release", "$1, $2, $3, $4, $5"),
 		renew:   call("renew", "$1, $2, $3"),
 		inspect: call("inspect", "$1"),
@@ -56,7 +56,11 @@ func SchemaSQL(opts ...Option) string {
 
 // Migrate creates the Backend's tables and functions if they are missing and replaces its
 // functions with this version's (SchemaSQL), in one transaction, serialised with any other
-// Migrate of the same names. The schema (WithTable) must exist; the role needs CREATE on it.
+// Migrate of the same names. It upgrades a schema of the previous version in place: its holds
+// stay (as locks), the holds table gets the semaphores' columns, and the functions whose
+// arguments or results changed (acquire, inspect) are dropped and made anew, so that processes
+// of the previous version fail those calls from then on (docs/postgres.md, "Upgrading"). The
+// schema (WithTable) must exist; the role needs CREATE on it and must own the tables.
 func (b *Backend) Migrate(ctx context.Context) error {
 	if b.err != nil {
 		return b.err

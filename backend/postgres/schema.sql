@@ -13,8 +13,13 @@ create table if not exists public.locker_holds (
   excl    int not null,         -- exclusive holds (> 0 for at most one owner of a key)
   shared  int not null,         -- shared holds
   expires timestamptz not null, -- the end of this owner's lease
+  lim     int not null default 0,    -- a semaphore's permits, the same on every row of its key; 0: a lock
+  token   bigint not null default 0, -- a permit's own fencing token; 0: a lock's, or taken without Fence
   primary key (key, owner)
 );
+-- A schema of the previous version gets the semaphores' columns in place: its holds stay, as locks.
+alter table public.locker_holds add column if not exists lim int not null default 0;
+alter table public.locker_holds add column if not exists token bigint not null default 0;
 create index if not exists locker_holds_expires on public.locker_holds (expires);
 
 create table if not exists public.locker_queue (
@@ -202,10 +207,27 @@ begin
   perform public.locker_notify(k, head.owner, head.rid);
 end $$;
 
--- locker_acquire is locker.Locker.Acquire. flags: 1 Fresh, 2 Reentry, 4 Fence, 8 Shared, 16 Fair.
--- r_holds is -1 for a re-entry of a hold o does not have (ErrNotHeld), -2 for an upgrade.
-create or replace function public.locker_acquire(key_ bytea, o bytea, ttl_ms bigint, rid bytea, flags int, wait_ms bigint, grant_ms_ bigint,
-  out r_holds int, out r_ttl_us bigint, out r_token bigint)
+-- locker_ahead reports whether a live entry of k's queue is ahead of owner o's (every live entry
+-- is when o has none): a fair permit request passes none.
+create or replace function public.locker_ahead(k bytea, o bytea, now_ timestamptz) returns boolean
+language sql stable as $$
+  select exists (
+    select 1 from public.locker_queue q
+     where q.key = k and q.kind <> 'g' and q.deadline > now_
+       and q.seq < coalesce((select m.seq from public.locker_queue m where m.key = k and m.owner = o and m.kind <> 'g' and m.deadline > now_),
+                            9223372036854775807));
+$$;
+
+-- The previous version's acquire took no limit: a call of it would pass over semaphores.
+drop function if exists public.locker_acquire(bytea, bytea, bigint, bytea, int, bigint, bigint);
+
+-- locker_acquire is locker.Locker.Acquire, and with lim_ > 0 the request of a permit of the
+-- semaphore of lim_ (locker.Semaphorer; the caller sets Shared and no grant). flags: 1 Fresh,
+-- 2 Reentry, 4 Fence, 8 Shared, 16 Fair. r_holds is -1 for a re-entry of a hold o does not have
+-- (ErrNotHeld), -2 for an upgrade, -3 when k is held with another limit (ErrLimitMismatch; r_taken
+-- is then k's limit, 0: a lock). r_taken is, for a refused permit request, the permits taken.
+create or replace function public.locker_acquire(key_ bytea, o bytea, ttl_ms bigint, rid bytea, flags int, wait_ms bigint, grant_ms_ bigint, lim_ int,
+  out r_holds int, out r_ttl_us bigint, out r_token bigint, out r_taken int)
 language plpgsql as $$
 declare
   k bytea := sha256(key_);
@@ -218,16 +240,20 @@ declare
   total int := 0;
   done int;
   excl_mode boolean;
-  held boolean;
+  held int;          -- the owners that hold k
+  have int;          -- the limit k is held with
+  admitted boolean;
+  tok bigint := 0;   -- the permit's own token
   removed int;
 begin
-  r_holds := 0; r_ttl_us := 0; r_token := 0;
+  r_holds := 0; r_ttl_us := 0; r_token := 0; r_taken := 0;
   if rid is not null then
     select r.holds into done from public.locker_requests r where r.key = k and r.id = rid and r.expires > now_;
     if found then -- sent again: the first outcome while its hold is there
-      if done > 0 and exists (select 1 from public.locker_holds h where h.key = k and h.owner = o) then
+      select * into mine from public.locker_holds h where h.key = k and h.owner = o;
+      if done > 0 and found then
         r_holds := done;
-        r_token := public.locker_token(k, fence);
+        r_token := case when mine.lim = 0 then public.locker_token(k, fence) when fence then mine.token else 0 end;
       end if;
       return;
     end if;
@@ -235,6 +261,10 @@ begin
   select * into mine from public.locker_holds h where h.key = k and h.owner = o;
   if found then
     total := mine.excl + mine.shared;
+    if mine.lim <> lim_ then
+      r_holds := -3; r_taken := mine.lim;
+      return;
+    end if;
   end if;
   if fresh and total > 0 then -- this very request sent again, or a grant taken
     update public.locker_holds h set expires = lease where h.key = k and h.owner = o;
@@ -242,30 +272,52 @@ begin
       perform public.locker_remove(k, o, now_);
     end if;
     r_holds := total;
-    r_token := public.locker_token(k, fence);
+    r_token := case when lim_ = 0 then public.locker_token(k, fence) when fence then mine.token else 0 end;
     return;
   elsif flags & 2 <> 0 and total = 0 then
-    r_holds := -1;
+    select h.lim into have from public.locker_holds h where h.key = k limit 1;
+    if found and have <> lim_ then
+      r_holds := -3; r_taken := have;
+    else
+      r_holds := -1;
+    end if;
     return;
   end if;
-  select coalesce(bool_or(h.excl > 0), false), count(*) > 0 into excl_mode, held from public.locker_holds h where h.key = k;
-  if total > 0 and not sh and not excl_mode then
+  select coalesce(bool_or(h.excl > 0), false), count(*), coalesce(max(h.lim), 0) into excl_mode, held, have from public.locker_holds h where h.key = k;
+  if held > 0 and have <> lim_ then
+    r_holds := -3; r_taken := have;
+    return;
+  elsif total > 0 and not sh and not excl_mode then
     r_holds := -2;
     return;
   elsif total > 0 then -- re-entry, or a downgrade, whatever the queue
     update public.locker_holds h set excl = h.excl + (case when sh then 0 else 1 end), shared = h.shared + (case when sh then 1 else 0 end), expires = lease
      where h.key = k and h.owner = o;
-  elsif not public.locker_admits(k, o, sh, flags & 16 <> 0, wait_ms, held, excl_mode, now_) then
-    if wait_ms > 0 then
-      perform public.locker_enqueue(k, o, flags, wait_ms, grant_ms_, rid, now_);
-    end if;
-    if held then
-      select (extract(epoch from max(h.expires) - now_) * 1000000)::bigint into r_ttl_us from public.locker_holds h where h.key = k;
-    end if;
-    return;
   else
-    insert into public.locker_holds (key, owner, excl, shared, expires) values (k, o, case when sh then 0 else 1 end, case when sh then 1 else 0 end, lease);
-    if not held then
+    if lim_ > 0 then -- a permit free, and a fair request passes no entry
+      admitted := held < lim_ and (flags & 16 = 0 or not public.locker_ahead(k, o, now_));
+    else
+      admitted := public.locker_admits(k, o, sh, flags & 16 <> 0, wait_ms, held > 0, excl_mode, now_);
+    end if;
+    if not admitted then
+      if wait_ms > 0 then
+        perform public.locker_enqueue(k, o, flags, wait_ms, grant_ms_, rid, now_);
+      end if;
+      if held > 0 and lim_ > 0 then -- when the soonest permit may be free
+        select (extract(epoch from min(h.expires) - now_) * 1000000)::bigint into r_ttl_us from public.locker_holds h where h.key = k;
+        r_taken := held;
+      elsif held > 0 then
+        select (extract(epoch from max(h.expires) - now_) * 1000000)::bigint into r_ttl_us from public.locker_holds h where h.key = k;
+      end if;
+      return;
+    end if;
+    if lim_ > 0 and fence then -- every new permit draws a token of its own
+      perform public.locker_advance(k, now_);
+      tok := public.locker_token(k, true);
+    end if;
+    insert into public.locker_holds (key, owner, excl, shared, expires, lim, token)
+    values (k, o, case when sh then 0 else 1 end, case when sh then 1 else 0 end, lease, lim_, tok);
+    if held = 0 then
       if nextval('public.locker_sweeps') % 8 = 0 then
         perform public.locker_sweep(now_);
       end if;
@@ -285,13 +337,16 @@ begin
   if not fresh then
     perform public.locker_remember(k, rid, r_holds, now_, 20000);
   end if;
-  if fence then
+  if fence and lim_ > 0 then
+    r_token := case when total > 0 then mine.token else tok end; -- a re-entry's is its permit's
+  elsif fence then
     r_token := public.locker_token(k, fence);
   end if;
 end $$;
 
 -- locker_release is locker.Locker.Release: the holds o has left, -1 when it holds none to
--- release (ErrNotHeld). flags: 1 Fresh, 2 Undo, 8 Shared.
+-- release (ErrNotHeld). flags: 1 Fresh, 2 Undo, 8 Shared (a permit's too). The release of a
+-- permit's last hold sends a notice, as the release of the key's last hold does.
 create or replace function public.locker_release(key_ bytea, o bytea, rid bytea, flags int, reply_ms bigint, out r_left int)
 language plpgsql as $$
 declare
@@ -348,6 +403,8 @@ begin
   if not exists (select 1 from public.locker_holds h where h.key = k) then
     delete from public.locker_queue q where q.key = k and q.owner = o and q.kind = 'g'; -- the grant was taken, and is over
     perform public.locker_grant_head(k, now_);
+  elsif r_left = 0 and mine.lim > 0 then
+    perform public.locker_notify(k, null, null); -- a permit is free, others still held
   end if;
 end $$;
 
@@ -368,22 +425,30 @@ begin
     select b.i::int from b join r on r.key = b.k and r.owner = b.o;
 end $$;
 
--- locker_inspect is locker.Locker.Inspect: a read of one snapshot, taking no lock.
+-- The previous version's inspect reported no holders: its result type changes, which create or
+-- replace cannot do.
+do $$
+begin
+  if exists (select 1 from pg_proc p where p.oid = to_regprocedure('public.locker_inspect(bytea)') and not 'r_owners' = any(p.proargnames)) then
+    drop function public.locker_inspect(bytea);
+  end if;
+end $$;
+
+-- locker_inspect is locker.Locker.Inspect: a read of one snapshot, taking no lock. It reports
+-- k's live holders sorted by owner (bytewise), each with its holds and remaining lease, whether
+-- one holds it exclusively, its limit (0: a lock) and the live entries of its queue.
 create or replace function public.locker_inspect(key_ bytea,
-  out r_owner bytea, out r_holds int, out r_ttl_us bigint, out r_shared boolean, out r_readers int, out r_queued int)
+  out r_owners bytea[], out r_holds int[], out r_ttls_us bigint[], out r_excl boolean, out r_limit int, out r_queued int)
 language plpgsql stable as $$
 declare
   k bytea := sha256(key_);
   now_ timestamptz := clock_timestamp();
 begin
-  select h.owner, h.excl + h.shared, (extract(epoch from h.expires - now_) * 1000000)::bigint, false, 0
-    into r_owner, r_holds, r_ttl_us, r_shared, r_readers
-    from public.locker_holds h where h.key = k and h.excl > 0 and h.expires > now_;
-  if not found then
-    select (array_agg(h.owner order by h.owner))[1], coalesce(sum(h.shared), 0), coalesce((extract(epoch from max(h.expires) - now_) * 1000000)::bigint, 0), count(*) > 0, count(*)
-      into r_owner, r_holds, r_ttl_us, r_shared, r_readers
-      from public.locker_holds h where h.key = k and h.expires > now_;
-  end if;
+  select array_agg(h.owner order by h.owner), array_agg(h.excl + h.shared order by h.owner),
+         array_agg((extract(epoch from h.expires - now_) * 1000000)::bigint order by h.owner),
+         coalesce(bool_or(h.excl > 0), false), coalesce(max(h.lim), 0)
+    into r_owners, r_holds, r_ttls_us, r_excl, r_limit
+    from public.locker_holds h where h.key = k and h.expires > now_;
   select count(*) into r_queued from public.locker_queue q where q.key = k and q.kind <> 'g' and q.deadline > now_;
 end $$;
 
@@ -417,7 +482,8 @@ begin
   end if;
 end $$;
 
--- locker_hand_off is locker.HandOffer.HandOff: r_holds -1 when f does not hold k exclusively, once.
+-- locker_hand_off is locker.HandOffer.HandOff: r_holds -1 when f holds k neither exclusively, once,
+-- nor as one permit, once.
 create or replace function public.locker_hand_off(key_ bytea, f bytea, t bytea, ttl_ms bigint, fence boolean,
   out r_holds int, out r_token bigint, out r_queued int)
 language plpgsql as $$
@@ -425,26 +491,33 @@ declare
   k bytea := sha256(key_);
   now_ timestamptz := public.locker_enter(k);
   mine public.locker_holds;
+  tok bigint := 0;
 begin
   r_holds := -1; r_token := 0; r_queued := 0;
   select * into mine from public.locker_holds h where h.key = k and h.owner = t;
   if found then -- the hand-off, sent again
     update public.locker_holds h set expires = now_ + ttl_ms * interval '1 millisecond' where h.key = k and h.owner = t;
     r_holds := mine.excl + mine.shared;
+    r_token := case when mine.lim = 0 then public.locker_token(k, fence) when fence then mine.token else 0 end;
   else
     select * into mine from public.locker_holds h where h.key = k and h.owner = f;
-    if not found or mine.excl <> 1 or mine.shared <> 0 then
+    if not found or not ((mine.excl = 1 and mine.shared = 0) or (mine.lim > 0 and mine.shared = 1)) then
       return;
     end if;
     delete from public.locker_holds h where h.key = k and h.owner = f;
-    insert into public.locker_holds (key, owner, excl, shared, expires) values (k, t, 1, 0, now_ + ttl_ms * interval '1 millisecond');
     if fence then
       perform public.locker_advance(k, now_);
+      tok := public.locker_token(k, true);
+    end if;
+    if mine.lim > 0 then -- the permit passes, with a token of its own
+      insert into public.locker_holds (key, owner, excl, shared, expires, lim, token) values (k, t, 0, 1, now_ + ttl_ms * interval '1 millisecond', mine.lim, tok);
+    else
+      insert into public.locker_holds (key, owner, excl, shared, expires) values (k, t, 1, 0, now_ + ttl_ms * interval '1 millisecond');
     end if;
     perform public.locker_remove(k, t, now_);
     r_holds := 1;
+    r_token := tok;
   end if;
-  r_token := public.locker_token(k, fence);
   select count(*) into r_queued from public.locker_queue q where q.key = k and q.kind <> 'g' and q.deadline > now_ and q.owner <> t;
 end $$;
 

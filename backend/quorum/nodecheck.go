@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -14,14 +15,19 @@ import (
 // majority, so a lock that is free or held within one configuration is granted or refused by
 // most nodes alike, barring races and lost data).
 func mixed(res []outcome[locker.Acquisition]) bool {
-	granted, refused := false, false
+	granted, refusal := false, false
 	for _, r := range res {
-		if r.err == nil {
-			granted = granted || r.v.Acquired()
-			refused = refused || !r.v.Acquired()
-		}
+		granted = granted || (r.err == nil && r.v.Acquired())
+		refusal = refusal || refused(r)
 	}
-	return granted && refused
+	return granted && refusal
+}
+
+// refused reports whether a node refused an acquire because the key is held there: by another
+// owner (Holds 0), or as a semaphore (ErrLimitMismatch: someone else's use, as a reader's hold
+// is, since the quorum takes neither).
+func refused(r outcome[locker.Acquisition]) bool {
+	return (r.err == nil && !r.v.Acquired()) || errors.Is(r.err, locker.ErrLimitMismatch)
 }
 
 // checkNodeSet looks, after a mixed acquire, at who holds the key on the nodes that refused it
@@ -29,26 +35,37 @@ func mixed(res []outcome[locker.Acquisition]) bool {
 // was made by another configuration, or by this Backend through another node (one server named
 // twice); nil otherwise, also when the Inspects fail (nothing seen, nothing refused).
 func (b *Backend) checkNodeSet(ctx context.Context, req locker.AcquireRequest, res []outcome[locker.Acquisition]) error {
-	refused := func(i int) bool { return res[i].err == nil && !res[i].v.Acquired() }
 	states := all(ctx, b, b.timeout, func(ctx context.Context, i int, n locker.Locker) (locker.State, error) {
-		if !refused(i) {
+		if !refused(res[i]) {
 			return locker.State{}, nil
 		}
 		return n.Inspect(ctx, req.Key)
 	})
 	var whys []string
 	for i, st := range states {
-		if !refused(i) || st.err != nil || !st.v.Locked {
+		if !refused(res[i]) || st.err != nil || !st.v.Locked {
 			continue
 		}
 		if why := b.mismatch(i, req.Owner, st.v.Owner); why != "" {
-			whys = append(whys, why)
+			whys = append(whys, why+heldAs(st.v))
 		}
 	}
 	if len(whys) == 0 {
 		return nil
 	}
 	return display.Errorf("quorum: acquire: %w: %s", ErrNodeSet, strings.Join(whys, "; "))
+}
+
+// heldAs says how a node holds a key other than as a lock, for mismatch's message: " (as a
+// semaphore of 3)", " (shared, by readers)", or "" for a lock.
+func heldAs(st locker.State) string {
+	switch {
+	case st.Limit > 0:
+		return fmt.Sprintf(" (as a semaphore of %d)", st.Limit)
+	case st.Shared:
+		return " (shared, by readers)"
+	}
+	return ""
 }
 
 // mismatch says how the holder token found on node i differs from what this Backend would have

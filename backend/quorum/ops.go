@@ -20,7 +20,10 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	if b.err != nil {
 		return locker.Acquisition{}, b.err
 	}
-	if req.Shared || req.Fair {
+	switch {
+	case req.Limit != 0:
+		return locker.Acquisition{}, display.Errorf("quorum: acquire: semaphores: %w", errors.ErrUnsupported)
+	case req.Shared || req.Fair:
 		return locker.Acquisition{}, display.Errorf("quorum: acquire: shared holds and fair queues: %w", errors.ErrUnsupported)
 	}
 	req.Wait = 0 // no queue: nodes' queues would each order waiters differently
@@ -43,12 +46,12 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 			invalid = r.err
 		case errors.Is(r.err, locker.ErrNotHeld):
 			notHeld = r.err
+		case refused(r):
+			refusals = append(refusals, r.v.TTL) // a semaphore's (ErrLimitMismatch): TTL unknown, 0
 		case r.err != nil:
 			errs = append(errs, r.err)
-		case r.v.Acquired():
-			holds = append(holds, r.v.Holds)
 		default:
-			refusals = append(refusals, r.v.TTL)
+			holds = append(holds, r.v.Holds)
 		}
 	}
 	if invalid != nil {
@@ -266,7 +269,11 @@ func (b *Backend) Renew(ctx context.Context, batch []locker.Renewal) []error {
 
 // Inspect implements locker.Locker: the lock is held when a majority reports it held; then the
 // hold count and remaining lease are the largest that a majority reports, and the owner the
-// caller's token, without the quorum's mark (see the package documentation).
+// caller's token, without the quorum's mark (see the package documentation). Holders is that
+// one owner with that count and lease: a quorum holds only exclusive locks. A node on which the
+// key is held shared or as a semaphore (someone else's use: the quorum takes neither) counts as
+// holding it, with the Owner, Holds and TTL it reports, as for a lock; the State never has
+// Shared, Readers or Limit.
 func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error) {
 	if b.err != nil {
 		return locker.State{}, b.err
@@ -309,6 +316,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (locker.State, error)
 			st.Owner = owner // the owner most nodes report (ties: the least, to be repeatable)
 		}
 	}
+	st.Holders = []locker.Holder{{Owner: st.Owner, Holds: st.Holds, TTL: st.TTL}}
 	return st, nil
 }
 

@@ -43,7 +43,10 @@
 //   - No shared holds or fair queues: a Backend is no locker.KindLocker (each node's queue would
 //     order the waiters its own way), so Client.RLock and WithFair return an error wrapping
 //     errors.ErrUnsupported; so do Acquire with Shared or Fair and Release with Shared. Wait
-//     is ignored.
+//     is ignored. A node on which the key is held shared or as a semaphore (someone else's use)
+//     refuses the lock; when other nodes grant it, ErrNodeSet, as for any holder of one server.
+//   - No semaphores: a Backend is no locker.Semaphorer, so Client.Acquire and TryAcquire return
+//     an error wrapping errors.ErrUnsupported without a call to the nodes (Acquire with Limit too).
 //
 // Request IDs are passed on with the node's tag appended (each node remembers them), so retries
 // are as safe as on one node. The nodes' clocks need not agree; the drift allowance (1% of the
@@ -192,10 +195,11 @@ func kth[T int | uint64 | time.Duration](vs []T, k int) T {
 	return s[len(s)-k]
 }
 
-// mayHaveActed reports whether a call that returned err may nevertheless have taken effect.
+// mayHaveActed reports whether a call that returned err may nevertheless have taken effect: an
+// error other than those that say that nothing changed (see locker.Locker).
 func mayHaveActed(err error) bool {
 	return err != nil && !errors.Is(err, locker.ErrInvalid) && !errors.Is(err, locker.ErrNotHeld) &&
-		!errors.Is(err, locker.ErrNotALock)
+		!errors.Is(err, locker.ErrNotALock) && !errors.Is(err, locker.ErrUpgrade) && !errors.Is(err, locker.ErrLimitMismatch)
 }
 
 // firstNotALock returns the first error of outs that wraps locker.ErrNotALock, or nil.

@@ -16,19 +16,25 @@ import (
 
 var inspectCommand = command{
 	name:    "inspect",
-	summary: "show whether a key is locked (exclusive or shared), by whom, its holds, lease and waiters",
+	summary: "show whether a key is locked (exclusive, shared or a semaphore), by whom, its holds, lease and waiters",
 	args:    "KEY",
 	help: `Prints "key KEY: locked by OWNER, N holds, TTL D" (an exclusive lock; N counts the
 shared holds its owner took inside it too), "key KEY: shared by R readers, N holds, TTL D" (a
-shared lock: locker run -s, Client.RLock; N is the holds of all R readers) or "key KEY: free",
-followed by ", Q queued" when Q owners wait in the key's queue (locker run --fair, and
-exclusive runs waiting for readers to leave). With --json, one JSON object on one line:
-{"key": …, "locked": …, "owner": …, "holds": …, "ttl": "1.234s", "ttl_ms": 1234, "shared":
-false, "readers": 0, "queued": 0}; for a shared lock "owner" is one of the readers. OWNER is
-the holder's label and the start of its random token ("build-7/4242#9f86d081…": locker run
-labels its owners with host/pid); the whole token is never shown, since it would let anyone
-release the lock. Exit status 0 whether the key is locked or not; 1 when the key holds
-something that is not a lock (it is left as it is); 69 when Redis cannot be reached.`,
+shared lock: locker run -s, Client.RLock; N is the holds of all R readers), "key KEY:
+semaphore of N: K taken" (locker run --limit N, Client.Acquire: K of its N permits are held) or
+"key KEY: free", followed by ", Q queued" when Q owners wait in the key's queue (locker run
+--fair, and exclusive runs waiting for readers to leave). A shared lock is followed by one line
+per reader, "  reader OWNER: N holds, TTL D", and a semaphore by one per permit, "  permit
+OWNER: N holds, TTL D" (N counts a nested run's re-entry; TTL is that holder's own lease). With
+--json, one JSON object on one line: {"key": …, "locked": …, "owner": …, "holds": …, "ttl":
+"1.234s", "ttl_ms": 1234, "shared": false, "readers": 0, "queued": 0, "limit": 0, "holders":
+[{"owner": …, "holds": …, "ttl": …, "ttl_ms": …}]}; for a shared lock or a semaphore "owner"
+is one of the holders and "holds" all their holds, "limit" is the semaphore's N (0 for a lock),
+and "holders" lists every holder ([] when free). OWNER is the holder's label and the start of
+its random token ("build-7/4242#9f86d081…": locker run labels its owners with host/pid); the
+whole token is never shown, since it would let anyone release the lock. Exit status 0 whether
+the key is locked or not; 1 when the key holds something that is not a lock (it is left as it
+is); 69 when Redis cannot be reached.`,
 	setup: func(fs *flag.FlagSet) func(context.Context, *streams, []string) error {
 		asJSON := fs.Bool("json", false, "print a JSON object")
 		cf := addConnFlags(fs, false)
@@ -52,7 +58,7 @@ something that is not a lock (it is left as it is); 69 when Redis cannot be reac
 			if *asJSON {
 				return printJSON(s.out, key, st)
 			}
-			_, err = fmt.Fprintf(s.out, "key %s: %s\n", keyText(key), describe(st))
+			_, err = fmt.Fprintf(s.out, "key %s: %s\n%s", keyText(key), describe(st), holderLines(st))
 			return err
 		}
 	},
@@ -104,13 +110,15 @@ func keyError(key string, err error) error {
 }
 
 // describe is a State for people: "locked by web-1/42#9f86d081…, 2 holds, TTL 1.234s",
-// "shared by 3 readers, 4 holds, TTL 1.234s" or "free", then ", 2 queued" when owners wait in
-// the key's queue.
+// "shared by 3 readers, 4 holds, TTL 1.234s", "semaphore of 3: 2 taken" or "free", then ", 2
+// queued" when owners wait in the key's queue.
 func describe(st locker.State) string {
 	var out string
 	switch {
 	case !st.Locked:
 		out = "free"
+	case st.Limit > 0:
+		out = fmt.Sprintf("semaphore of %d: %d taken", st.Limit, len(st.Holders))
 	case st.Shared:
 		out = fmt.Sprintf("shared by %s, %s, TTL %v", count(st.Readers, "reader"), count(st.Holds, "hold"), st.TTL)
 	default:
@@ -122,6 +130,24 @@ func describe(st locker.State) string {
 	return out
 }
 
+// holderLines lists, for a shared lock and a semaphore, one line per holder ("  reader OWNER: 2
+// holds, TTL 1.234s", "  permit OWNER: 1 hold, TTL 1.234s"), each holder's owner as Client.Inspect
+// shortens it; "" for an exclusive lock, whose one holder describe names, and for a free key.
+func holderLines(st locker.State) string {
+	kind := "reader"
+	switch {
+	case st.Limit > 0:
+		kind = "permit"
+	case !st.Shared:
+		return ""
+	}
+	var b strings.Builder
+	for _, h := range st.Holders {
+		fmt.Fprintf(&b, "  %s %s: %s, TTL %v\n", kind, h.Owner, count(h.Holds, "hold"), h.TTL)
+	}
+	return b.String()
+}
+
 // count is "1 hold", "2 holds"… for n of noun.
 func count(n int, noun string) string {
 	if n == 1 {
@@ -130,17 +156,31 @@ func count(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
+// jsonHolder is one holder in printJSON's "holders".
+type jsonHolder struct {
+	Owner string `json:"owner"`
+	Holds int    `json:"holds"`
+	TTL   string `json:"ttl"`
+	TTLms int64  `json:"ttl_ms"`
+}
+
 // printJSON prints key's state as one JSON object on one line (the key whole).
 func printJSON(w io.Writer, key string, st locker.State) error {
+	holders := make([]jsonHolder, 0, len(st.Holders))
+	for _, h := range st.Holders {
+		holders = append(holders, jsonHolder{h.Owner, h.Holds, h.TTL.String(), h.TTL.Milliseconds()})
+	}
 	return json.NewEncoder(w).Encode(struct {
-		Key     string `json:"key"`
-		Locked  bool   `json:"locked"`
-		Owner   string `json:"owner,omitempty"`
-		Holds   int    `json:"holds"`
-		TTL     string `json:"ttl"`
-		TTLms   int64  `json:"ttl_ms"`
-		Shared  bool   `json:"shared"`
-		Readers int    `json:"readers"`
-		Queued  int    `json:"queued"`
-	}{key, st.Locked, st.Owner, st.Holds, st.TTL.String(), st.TTL.Milliseconds(), st.Shared, st.Readers, st.Queued})
+		Key     string       `json:"key"`
+		Locked  bool         `json:"locked"`
+		Owner   string       `json:"owner,omitempty"`
+		Holds   int          `json:"holds"`
+		TTL     string       `json:"ttl"`
+		TTLms   int64        `json:"ttl_ms"`
+		Shared  bool         `json:"shared"`
+		Readers int          `json:"readers"`
+		Queued  int          `json:"queued"`
+		Limit   int          `json:"limit"`
+		Holders []jsonHolder `json:"holders"`
+	}{key, st.Locked, st.Owner, st.Holds, st.TTL.String(), st.TTL.Milliseconds(), st.Shared, st.Readers, st.Queued, st.Limit, holders})
 }

@@ -69,7 +69,8 @@ func TestInspect(t *testing.T) {
 	}
 }
 
-// describe words each kind of state, and the waiters.
+// describe words each kind of state, and the waiters; holderLines lists the readers of a shared
+// lock and the permits of a semaphore, not the holder of an exclusive lock.
 func TestDescribe(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -82,9 +83,28 @@ func TestDescribe(t *testing.T) {
 		{locker.State{Locked: true, Owner: "w#1", Holds: 3, TTL: time.Second, Queued: 1}, "locked by w#1, 3 holds, TTL 1s, 1 queued"},
 		{locker.State{Locked: true, Shared: true, Owner: "r#1", Readers: 1, Holds: 1, TTL: time.Second}, "shared by 1 reader, 1 hold, TTL 1s"},
 		{locker.State{Locked: true, Shared: true, Owner: "r#1", Readers: 3, Holds: 4, TTL: 1500 * time.Millisecond, Queued: 2}, "shared by 3 readers, 4 holds, TTL 1.5s, 2 queued"},
+		{locker.State{Locked: true, Owner: "p#1", Holds: 3, TTL: time.Second, Limit: 3, Holders: []locker.Holder{{Owner: "p#1", Holds: 2, TTL: time.Second}, {Owner: "p#2", Holds: 1, TTL: time.Second}}},
+			"semaphore of 3: 2 taken"},
+		{locker.State{Locked: true, Owner: "p#1", Holds: 1, TTL: time.Second, Limit: 1, Holders: []locker.Holder{{Owner: "p#1", Holds: 1, TTL: time.Second}}, Queued: 4},
+			"semaphore of 1: 1 taken, 4 queued"},
 	} {
 		if got := describe(tc.st); got != tc.want {
 			t.Errorf("describe(%+v) = %q, want %q", tc.st, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		st   locker.State
+		want string
+	}{
+		{locker.State{}, ""},
+		{locker.State{Locked: true, Owner: "w#1", Holds: 1, TTL: time.Second, Holders: []locker.Holder{{Owner: "w#1", Holds: 1, TTL: time.Second}}}, ""},
+		{locker.State{Locked: true, Shared: true, Owner: "r#1", Readers: 2, Holds: 3, TTL: time.Second, Holders: []locker.Holder{{Owner: "r#1", Holds: 2, TTL: time.Second}, {Owner: "r#2", Holds: 1, TTL: 500 * time.Millisecond}}},
+			"  reader r#1: 2 holds, TTL 1s\n  reader r#2: 1 hold, TTL 500ms\n"},
+		{locker.State{Locked: true, Owner: "p#1", Holds: 1, TTL: time.Second, Limit: 2, Holders: []locker.Holder{{Owner: "p#1", Holds: 1, TTL: time.Second}}},
+			"  permit p#1: 1 hold, TTL 1s\n"},
+	} {
+		if got := holderLines(tc.st); got != tc.want {
+			t.Errorf("holderLines(%+v) = %q, want %q", tc.st, got, tc.want)
 		}
 	}
 }

@@ -11,14 +11,16 @@
 //	demo     two workers contend for one lock: waiting, re-entry, watchdog renewals,
 //	         takeover on release, and a check that mutual exclusion held
 //	run      run a command while holding a lock, flock(1) across machines:
-//	         locker run [-n | -w SECONDS] [-E CODE] [-s] [--fair] KEY command [args...]
+//	         locker run [-n | -w SECONDS] [-E CODE] [-s | --limit N] [--fair] KEY command [args...]
 //	         locker run [flags] KEY -c 'shell command'
 //	         (waits for ever by default; exclusive by default, -s (--shared) for a shared
-//	         lock that other shared runs share, as flock -s; --fair to get the lock in the
-//	         order of asking; see docs/locker-run.md for the forms, kill-safety, nested runs
-//	         and the exit codes next to flock's)
-//	inspect  show whether a key is locked, exclusively or shared (by how many readers), by
-//	         whom, its hold count, remaining lease and queued waiters:
+//	         lock that other shared runs share, as flock -s; --limit N for one of the N
+//	         permits of a semaphore, so that at most N runs on KEY run at once; --fair to get
+//	         the lock in the order of asking; see docs/locker-run.md for the forms,
+//	         kill-safety, nested runs and the exit codes next to flock's)
+//	inspect  show whether a key is locked, exclusively or shared (by how many readers) or as
+//	         a semaphore (how many of its permits), by whom, its hold counts, remaining
+//	         leases and queued waiters:
 //	         locker inspect [--json] KEY
 //	unlock   remove a lock whoever holds it: locker unlock --force [--yes] KEY
 //	bench    compare the Go Redis drivers on one server: Lock+Unlock cost, contention,
@@ -73,7 +75,8 @@
 //	0      success, or help was asked for (inspect and unlock: whether the key was locked or not)
 //	1      inspect, unlock: a key that is not a lock (left as it is), a declined confirmation,
 //	       another error from the library; demo: a failed check; bench: a failed measurement;
-//	       run: the lock was not obtained (-n, -w; -E CODE changes it)
+//	       run: the lock was not obtained (-n, -w; a key held with another --limit; -E CODE
+//	       changes it)
 //	2      usage error: unknown command, bad flag or argument, an empty or too long key, no
 //	       Redis URL, unlock without --force, or unlock without --yes when stdin is not a
 //	       terminal

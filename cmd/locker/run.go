@@ -48,6 +48,15 @@ waits, new shared runs wait behind it. --fair makes the runs that use it get the
 order in which they asked for it (-n with --fair never jumps the queue). A quorum (--redis
 given several times) has neither: both are a usage error there.
 
+--limit N makes KEY a semaphore of N permits: the run takes one (Client.Acquire), so that
+at most N runs on KEY run at once across machines (a fleet-wide limit for cron jobs and
+batch workers), with the same waiting flags, kill-safety, exit codes and --fencing (the
+permit's own token). -n when all N are taken exits 1 (or -E) and says how many are taken
+and when the soonest lease ends. Every run on KEY must give the same N: another N, or none,
+on a semaphore (and --limit on a lock) is refused at once with exit 1 (or -E) and a line
+saying why. A nested run with the same --limit re-enters the outer permit. Not with -s or
+-x, nor on a quorum (usage errors).
+
 SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to the command; SIGINT and SIGQUIT not while
 run is in its terminal's foreground, where the command had them from the terminal (Ctrl-C). If
 the lock is lost, the command's process tree gets SIGTERM, then SIGKILL after --grace, and run
@@ -67,8 +76,9 @@ command gets neither $LOCKER_REDIS nor $LOCKER_REDIS_PASSWORD; a locker run insi
 --redis-password-file if the server needs one).
 
 Exit status: the command's own (128+N when signal N killed it); 1 or -E when the lock was not
-obtained; 2 usage; 69 Redis or library error before the command started; 70 lock lost; 126
-cannot run; 127 not found; 128+N interrupted by signal N while waiting (Ctrl-C: 130).
+obtained (or the key is held with another --limit); 2 usage; 69 Redis or library error before
+the command started; 70 lock lost; 126 cannot run; 127 not found; 128+N interrupted by signal
+N while waiting (Ctrl-C: 130).
 
 Details, examples and the exit codes beside flock's: docs/locker-run.md.`,
 	setup: func(fs *flag.FlagSet) func(context.Context, *streams, []string) error {
@@ -128,6 +138,13 @@ type runConfig struct {
 	Fair bool
 	// Metrics is --metrics: print a summary of the Client's metrics on stderr at exit.
 	Metrics bool
+	// Limit is --limit N: take one of the N permits of the semaphore KEY (locker.Client.Acquire)
+	// instead of a lock, so that at most N runs on KEY run at once; LimitSet tells --limit 0
+	// (refused) from none. Default 0: a lock.
+	Limit    int
+	LimitSet bool
+	// KindSet is -s or -x given (either, even =false), which --limit excludes.
+	KindSet bool
 }
 
 // tokenEnv is the environment variable that carries the lease's fencing token to the command.
@@ -155,7 +172,7 @@ func (c *runConfig) define(fs *flag.FlagSet) {
 	fs.Var(shell, "command", "same as -c: run the `command` line through /bin/sh -c")
 	fs.BoolVar(&c.Verbose, "v", false, "say on stderr how long getting the lock took, and what runs")
 	fs.BoolVar(&c.Verbose, "verbose", false, "same as -v")
-	shared, exclusive := &kindValue{&c.Shared, true}, &kindValue{&c.Shared, false}
+	shared, exclusive := &kindValue{&c.Shared, &c.KindSet, true}, &kindValue{&c.Shared, &c.KindSet, false}
 	fs.Var(shared, "s", "take a shared lock, as flock(1) -s: shared runs on the key run together, an exclusive one excludes them (not on a quorum)")
 	fs.Var(shared, "shared", "same as -s")
 	fs.Var(exclusive, "x", "take an exclusive lock (the default), as flock(1) -x; the last of -s and -x wins")
@@ -168,6 +185,14 @@ func (c *runConfig) define(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Fencing, "fencing", false, "take a fencing token and pass it to the command as $"+tokenEnv+" (keeps a counter key per lock key on the server)")
 	fs.StringVar(&c.OwnerLabel, "owner-label", "", "label the owner token with `text`, for locker inspect (default host/pid)")
 	fs.BoolVar(&c.Metrics, "metrics", false, "at exit, print on stderr a summary of the lock's metrics: lock calls by outcome, wait, time held, renewals, lost leases")
+	fs.Func("limit", "take one of the `N` permits of the semaphore KEY instead of a lock: at most N runs on KEY at once, across machines (N >= 1; not with -s or -x, not on a quorum)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return errors.New("want a whole number of permits, 1 or more")
+		}
+		c.Limit, c.LimitSet = n, true
+		return nil
+	})
 }
 
 // waitValue is the value of -w: seconds as flock(1) takes them (fractions too), or a Go duration.
@@ -211,9 +236,10 @@ func parseWait(s string) (time.Duration, error) {
 }
 
 // kindValue is the value of -s and -x (flock(1)'s): a boolean flag that sets *shared to
-// shared, so that the last one given wins, as with flock.
+// shared, so that the last one given wins, as with flock, and *set to true.
 type kindValue struct {
 	shared *bool
+	set    *bool
 	value  bool
 }
 
@@ -234,7 +260,7 @@ func (v *kindValue) Set(s string) error {
 	if err != nil {
 		return errors.New("want true or false")
 	}
-	*v.shared = v.value == on
+	*v.shared, *v.set = v.value == on, true
 	return nil
 }
 
@@ -300,6 +326,10 @@ func (c *runConfig) validate() error {
 		return usagef("--grace %v: must not be negative", c.Grace)
 	case c.ConflictCode < 0 || c.ConflictCode > 255:
 		return usagef("-E %d: must be 0 to 255", c.ConflictCode)
+	case c.LimitSet && c.Limit < 1:
+		return usagef("--limit %d: a semaphore needs 1 permit or more", c.Limit)
+	case c.LimitSet && c.KindSet:
+		return usagef("--limit with -s or -x: a semaphore's permits are neither shared nor exclusive locks; give --limit alone")
 	}
 	if c.OwnerLabel != "" {
 		if err := locker.CheckOwnerLabel(c.OwnerLabel); err != nil {
@@ -371,7 +401,7 @@ func runLocked(ctx context.Context, s *streams, cfg runConfig, cf *connFlags, ar
 		close(stopWatch)
 		<-watching
 		if in, ok := context.Cause(wctx).(*interrupted); ok {
-			return &exitError{128 + signalNumber(in.sig), fmt.Errorf("%v while waiting for lock %s", in, display.Key(cfg.Key))}
+			return &exitError{128 + signalNumber(in.sig), fmt.Errorf("%v while waiting for %s", in, what(cfg))}
 		}
 		return nil
 	}
@@ -416,7 +446,7 @@ func runLocked(ctx context.Context, s *streams, cfg runConfig, cf *connFlags, ar
 	defer client.Close()
 
 	if cfg.Verbose && outer == nil {
-		fmt.Fprintf(s.err, "locker run: getting lock %s\n", display.Key(cfg.Key))
+		fmt.Fprintf(s.err, "locker run: getting %s\n", what(cfg))
 	}
 	start := time.Now()
 	lease, err := acquire(wctx, client, cfg, outer)
@@ -430,13 +460,18 @@ func runLocked(ctx context.Context, s *streams, cfg runConfig, cf *connFlags, ar
 		return err
 	}
 	if cfg.Verbose {
-		fmt.Fprintf(s.err, "locker run: getting lock %s took %.6f seconds\n", display.Key(cfg.Key), time.Since(start).Seconds())
-		if outer != nil {
+		fmt.Fprintf(s.err, "locker run: getting %s took %.6f seconds\n", what(cfg), time.Since(start).Seconds())
+		switch {
+		case outer != nil && cfg.Limit > 0:
+			fmt.Fprintf(s.err, "locker run: re-entered the permit of an outer locker run (holds %d)\n", lease.Holds())
+		case outer != nil:
 			kind := ""
 			if cfg.Shared {
 				kind = " with a shared hold"
 			}
 			fmt.Fprintf(s.err, "locker run: re-entered the hold of an outer locker run%s (holds %d)\n", kind, lease.Holds())
+		case cfg.Limit > 0:
+			fmt.Fprintf(s.err, "locker run: %s\n", gotPermit(wctx, client, cfg, lease))
 		}
 		fmt.Fprintf(s.err, "locker run: executing %s\n", strings.Join(argv, " "))
 	}
@@ -464,9 +499,9 @@ func runLocked(ctx context.Context, s *streams, cfg runConfig, cf *connFlags, ar
 	}
 	switch uerr := lease.Unlock(); {
 	case errors.Is(uerr, locker.ErrNotHeld):
-		return &exitError{exitLockLost, fmt.Errorf("lock %s was lost while the command ran (expired or forced away), unnoticed until it exited (status %d)", display.Key(cfg.Key), code)}
+		return &exitError{exitLockLost, fmt.Errorf("%s was lost while the command ran (expired or forced away), unnoticed until it exited (status %d)", what(cfg), code)}
 	case uerr != nil:
-		fmt.Fprintf(s.err, "locker run: %s (the lock expires after --ttl %v)\n", errorText(uerr), cfg.TTL)
+		fmt.Fprintf(s.err, "locker run: %s (the lease expires after --ttl %v)\n", errorText(uerr), cfg.TTL)
 	}
 	if err != nil || code != 0 {
 		return &exitError{code, err}
@@ -474,15 +509,21 @@ func runLocked(ctx context.Context, s *streams, cfg runConfig, cf *connFlags, ar
 	return nil
 }
 
-// kindsSupported checks that the backend has what -s and --fair need: a quorum (--redis given
-// several times, or the servers of an outer run on one) has neither shared locks nor a wait queue,
-// which is a usage error.
+// kindsSupported checks that the backend has what -s, --fair and --limit need: a quorum (--redis
+// given several times, or the servers of an outer run on one) has neither shared locks nor a wait
+// queue nor semaphores, which is a usage error.
 func kindsSupported(cfg runConfig, cf *connFlags, backend locker.Locker) error {
+	if len(cf.urls) < 2 {
+		return nil // a single server without them: the library says so (errors.ErrUnsupported)
+	}
+	if _, ok := backend.(locker.Semaphorer); cfg.Limit > 0 && !ok {
+		return usagef("--limit: a quorum (%d servers) has no semaphores; use a single --redis server", len(cf.urls))
+	}
 	if !cfg.Shared && !cfg.Fair {
 		return nil
 	}
-	if _, ok := backend.(locker.KindLocker); ok || len(cf.urls) < 2 {
-		return nil // a single server without them: the library says so (errors.ErrUnsupported)
+	if _, ok := backend.(locker.KindLocker); ok {
+		return nil
 	}
 	var flags []string
 	if cfg.Shared {
@@ -494,14 +535,24 @@ func kindsSupported(cfg runConfig, cf *connFlags, backend locker.Locker) error {
 	return usagef("%s: a quorum (%d servers) has no shared locks or wait queues; use a single --redis server", strings.Join(flags, " and "), len(cf.urls))
 }
 
-// acquire takes the lock (shared with -s, in the key's queue with --fair), waiting as cfg.Wait
-// says, or re-enters the outer hold (a nested -s inside an exclusive run adds a shared hold to
-// it; a nested exclusive run inside a shared one is refused, as it would upgrade the hold). A
-// refusal is an *exitError with cfg.ConflictCode, and a message only with -v, as flock(1) does;
-// the refused upgrade always says why.
+// acquire takes the lock (shared with -s, in the key's queue with --fair; with --limit, a permit
+// of the semaphore), waiting as cfg.Wait says, or re-enters the outer hold (a nested -s inside an
+// exclusive run adds a shared hold to it; a nested exclusive run inside a shared one is refused,
+// as it would upgrade the hold; a nested --limit re-enters the outer run's permit). A refusal is
+// an *exitError with cfg.ConflictCode, and a message only with -v, as flock(1) does, or with
+// --limit (flock has no semaphores to be silent like); the refused upgrade, and a key held with
+// another limit (ErrLimitMismatch), always say why.
 func acquire(ctx context.Context, client *locker.Client, cfg runConfig, outer *heldLock) (*locker.Lease, error) {
 	lock, try := client.Lock, client.TryLock
-	if cfg.Shared {
+	switch n := cfg.Limit; {
+	case n > 0:
+		lock = func(ctx context.Context, key string, opts ...locker.Option) (*locker.Lease, error) {
+			return client.Acquire(ctx, key, n, opts...)
+		}
+		try = func(ctx context.Context, key string, opts ...locker.Option) (*locker.Lease, error) {
+			return client.TryAcquire(ctx, key, n, opts...)
+		}
+	case cfg.Shared:
 		lock, try = client.RLock, client.TryRLock
 	}
 	var (
@@ -526,18 +577,17 @@ func acquire(ctx context.Context, client *locker.Client, cfg runConfig, outer *h
 	default:
 		lease, err = lock(ctx, cfg.Key)
 	}
+	if errors.Is(err, locker.ErrLimitMismatch) {
+		return nil, &exitError{cfg.ConflictCode, limitMismatch(ctx, client, cfg, outer != nil)}
+	}
 	if nerr, ok := asError[*locker.NotObtainedError](err); ok && ctx.Err() == nil {
 		var msg error
-		if cfg.Verbose {
-			left := ""
-			if nerr.TTL > 0 {
-				left = fmt.Sprintf(" (lease %v left)", nerr.TTL.Round(time.Millisecond))
-			}
+		if cfg.Verbose || cfg.Limit > 0 {
 			within := ""
 			if cfg.Wait > 0 {
 				within = " within " + cfg.Wait.String()
 			}
-			msg = fmt.Errorf("lock %s not obtained%s: %s%s", display.Key(cfg.Key), within, refusal(cfg), left)
+			msg = fmt.Errorf("%s not obtained%s: %s", what(cfg), within, refusal(cfg, nerr))
 		}
 		return nil, &exitError{cfg.ConflictCode, msg}
 	}
@@ -552,17 +602,84 @@ func acquire(ctx context.Context, client *locker.Client, cfg runConfig, outer *h
 	return nil, &exitError{exitUnavailable, err}
 }
 
-// refusal says why a lock of cfg's kind was refused, for -v: what may have been in the way.
-func refusal(cfg runConfig) string {
-	switch {
-	case cfg.Shared && cfg.Fair:
-		return "a writer holds it or is queued ahead"
-	case cfg.Shared:
-		return "a writer holds it or waits for it"
-	case cfg.Fair:
-		return "held by another owner, or others queued for it first"
+// what names what a run of cfg takes, in messages: lock "KEY", or permit of semaphore "KEY"
+// (--limit).
+func what(cfg runConfig) string {
+	if cfg.Limit > 0 {
+		return "permit of semaphore " + display.Key(cfg.Key)
 	}
-	return "held by another owner"
+	return "lock " + display.Key(cfg.Key)
+}
+
+// refusal says why a run of cfg was refused, as nerr reports it: for a lock (-v only) what may
+// have been in the way, and the holder's lease; for a semaphore, how many of its permits were
+// taken and when the soonest of their leases ends.
+func refusal(cfg runConfig, nerr *locker.NotObtainedError) string {
+	var why string
+	switch {
+	case cfg.Limit > 0 && nerr.Taken > 0 && nerr.Taken < cfg.Limit:
+		why = fmt.Sprintf("%d of %d permits taken, and others queued for one first (--fair)", nerr.Taken, cfg.Limit)
+	case cfg.Limit > 0 && nerr.Taken > 0:
+		why = fmt.Sprintf("%d of %d permits taken", nerr.Taken, cfg.Limit)
+	case cfg.Limit > 0:
+		why = fmt.Sprintf("no permit of %d free", cfg.Limit)
+	case cfg.Shared && cfg.Fair:
+		why = "a writer holds it or is queued ahead"
+	case cfg.Shared:
+		why = "a writer holds it or waits for it"
+	case cfg.Fair:
+		why = "held by another owner, or others queued for it first"
+	default:
+		why = "held by another owner"
+	}
+	switch {
+	case nerr.TTL <= 0:
+	case cfg.Limit > 0:
+		why += fmt.Sprintf(", the soonest of their leases ends in %v", nerr.TTL.Round(time.Millisecond))
+	default:
+		why += fmt.Sprintf(" (lease %v left)", nerr.TTL.Round(time.Millisecond))
+	}
+	return why
+}
+
+// limitMismatch is the message of a run refused with locker.ErrLimitMismatch: the key is held
+// as another kind than cfg asks for (a lock, or a semaphore of another size), which an Inspect
+// tells; when nested, by the outer run.
+func limitMismatch(ctx context.Context, client *locker.Client, cfg runConfig, nested bool) error {
+	held := "another kind (with another limit)"
+	if st, err := client.Inspect(ctx, cfg.Key); err == nil && st.Locked {
+		held = kindOf(st.Limit, st.Shared)
+	}
+	asked := kindOf(cfg.Limit, cfg.Shared)
+	if nested {
+		return fmt.Errorf("%s not obtained: the outer locker run holds it as %s, and this run asks for %s: a nested run re-enters the outer hold only with the same --limit (none for a lock)", what(cfg), held, asked)
+	}
+	return fmt.Errorf("%s not obtained: the key is held as %s, and this run asks for %s: the runs on a key must all give the same --limit (none for a lock), and one that does not is refused at once rather than wait", what(cfg), held, asked)
+}
+
+// kindOf names a kind of hold for people: a semaphore of limit permits, a shared lock or a lock.
+func kindOf(limit int, shared bool) string {
+	switch {
+	case limit > 0:
+		return fmt.Sprintf("a semaphore of %d (--limit %d)", limit, limit)
+	case shared:
+		return "a shared lock (-s)"
+	}
+	return "a lock (no --limit)"
+}
+
+// gotPermit says, for -v, which permit lease is: its owner as locker inspect shows it (never the
+// whole token), its fencing token with --fencing, and how many of the semaphore's permits are
+// taken now (one Inspect; left out when it fails).
+func gotPermit(ctx context.Context, client *locker.Client, cfg runConfig, lease *locker.Lease) string {
+	msg := fmt.Sprintf("got a permit of semaphore %s as %s", display.Key(cfg.Key), display.Owner(lease.Owner()))
+	if cfg.Fencing {
+		msg += fmt.Sprintf(", fencing token %d", lease.Token())
+	}
+	if st, err := client.Inspect(ctx, cfg.Key); err == nil && st.Limit > 0 {
+		msg += fmt.Sprintf("; %d of %d permits taken", len(st.Holders), st.Limit)
+	}
+	return msg
 }
 
 // holdsEnv is the environment variable through which locker run passes its holds to the
@@ -656,7 +773,7 @@ func setEnv(env []string, name, value string) []string {
 // and an error when the command could not be run.
 func runCommandLocked(s *streams, cfg runConfig, lease *locker.Lease, argv, env []string, sigs <-chan os.Signal) (code int, lost bool, err error) {
 	if lease.Context().Err() != nil {
-		fmt.Fprintf(s.err, "locker run: lock %s lost before the command started\n", display.Key(cfg.Key))
+		fmt.Fprintf(s.err, "locker run: %s lost before the command started\n", what(cfg))
 		return 0, true, nil
 	}
 	cmd, err := startCommand(s, cfg, argv, env)
@@ -683,7 +800,7 @@ func runCommandLocked(s *streams, cfg runConfig, lease *locker.Lease, argv, env 
 			}
 		case <-ended:
 			ended, lost = nil, true
-			fmt.Fprintf(s.err, "locker run: lock %s lost; terminating the command (SIGTERM, then SIGKILL after %v)\n", display.Key(cfg.Key), cfg.Grace)
+			fmt.Fprintf(s.err, "locker run: %s lost; terminating the command (SIGTERM, then SIGKILL after %v)\n", what(cfg), cfg.Grace)
 			cmd.Terminate(cfg.Grace)
 		case r := <-done:
 			return r.code, lost, r.err

@@ -65,7 +65,9 @@ func TestRunArgs(t *testing.T) {
 		{args: []string{"-x", "-e", "--exclusive", "-v", "k", "cmd"}, key: "k", argv: []string{"cmd"}, wait: waitForever, code: 1,
 			check: func(c runConfig) bool { return c.Verbose && !c.Shared && !c.Fair }},
 		{args: []string{"-s", "k", "cmd"}, key: "k", argv: []string{"cmd"}, wait: waitForever, code: 1,
-			check: func(c runConfig) bool { return c.Shared && !c.Fair }},
+			check: func(c runConfig) bool { return c.Shared && !c.Fair && c.Limit == 0 }},
+		{args: []string{"--limit", "3", "--fair", "-n", "k", "cmd", "--limit", "2"}, key: "k", argv: []string{"cmd", "--limit", "2"}, wait: 0, code: 1,
+			check: func(c runConfig) bool { return c.Limit == 3 && c.Fair && !c.Shared }},
 		{args: []string{"--shared", "--fair", "-n", "k", "cmd"}, key: "k", argv: []string{"cmd"}, wait: 0, code: 1,
 			check: func(c runConfig) bool { return c.Shared && c.Fair }},
 		// The last of -s and -x wins, as with flock(1).

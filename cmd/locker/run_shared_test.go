@@ -230,7 +230,12 @@ func TestInspectShared(t *testing.T) {
 			t.Helper()
 			tio := newIO("", false)
 			tio.exec(t, 0, "inspect", "--redis", url, "report")
-			line := strings.TrimSuffix(tio.stdout.String(), "\n")
+			line, readers, _ := strings.Cut(tio.stdout.String(), "\n")
+			// A line per reader that the backend lists (State.Holders): TestInspectHolders
+			// checks them.
+			if st, err := lib.Inspect(ctx, "report"); err != nil || strings.Count(readers, "\n") != len(st.Holders) || strings.Count(readers, "  reader ") != len(st.Holders) {
+				t.Errorf("stdout %q: want a line per reader of %+v (%v)", tio.stdout, st, err)
+			}
 			before, after, ok := strings.Cut(line, ", TTL ")
 			ttl, queued, more := strings.Cut(after, ",")
 			got := before + ", TTL D"
@@ -286,7 +291,7 @@ func TestInspectShared(t *testing.T) {
 
 		tio := newIO("", false)
 		tio.exec(t, 0, "inspect", "--json", "--redis", url, "free-key")
-		if want := `"shared":false,"readers":0,"queued":0}`; !strings.Contains(tio.stdout.String(), want) {
+		if want := `"shared":false,"readers":0,"queued":0,"limit":0,"holders":[]}`; !strings.Contains(tio.stdout.String(), want) {
 			t.Errorf("--json of a free key: %s; want it to end with %s", tio.stdout, want)
 		}
 	})

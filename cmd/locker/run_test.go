@@ -45,6 +45,9 @@ func TestMain(m *testing.M) {
 //	              SIGHUP; at SIGTERM prints "ints N" and exits 3 (after a minute without, 99)
 //	env NAME      prints the value of the environment variable NAME
 //	holds URL KEY prints "holds N" (0 when KEY is free) as the server at URL sees it
+//	permits URL KEY
+//	              prints "taken K holds N": the holders of KEY and all their holds
+//	slot DIR      a command of a run with --limit (see slot)
 //	locker ARGS   is the locker command, with this process's stdio and signals
 func helper(args []string) int {
 	switch {
@@ -62,6 +65,22 @@ func helper(args []string) int {
 		}
 		fmt.Printf("holds %d\n", st.Holds)
 		return 0
+	case len(args) == 3 && args[0] == "permits":
+		cn, err := (&connFlags{urls: urlList{args[1]}, driver: "goredis"}).connect(context.Background())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 97
+		}
+		defer cn.close()
+		st, err := locker.New(cn.Locker).Inspect(context.Background(), args[2])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 97
+		}
+		fmt.Printf("taken %d holds %d\n", len(st.Holders), st.Holds)
+		return 0
+	case len(args) == 2 && args[0] == "slot":
+		return slot(args[1])
 	case len(args) == 2 && args[0] == "exit":
 		n, _ := strconv.Atoi(args[1])
 		return n

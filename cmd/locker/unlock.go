@@ -20,7 +20,9 @@ var unlockCommand = command{
 	help: `Deletes the lock on KEY whoever holds it, and wakes its waiters. It is for an operator
 whose lock holder is stuck. The holder is not asked: it learns of it at its next renewal, when
 its lease's context ends, so until then two owners may believe they hold the lock. --force is
-required: a normal unlock needs the owner's token, which this command cannot know.
+required: a normal unlock needs the owner's token, which this command cannot know. On a
+shared lock it removes every reader's hold, and on a semaphore (locker run --limit) every
+permit: each holder learns of it at its next renewal.
 
 Unless --yes is given, it shows the lock and asks for confirmation on the terminal; when stdin
 is not a terminal it refuses (exit status 2) rather than read an answer from a pipe. It prints
@@ -28,7 +30,7 @@ whether a lock was removed; exit status 0 either way, 1 when the confirmation is
 the key holds something that is not a lock (it is left as it is: unlock deletes only locks),
 69 when Redis cannot be reached.`,
 	setup: func(fs *flag.FlagSet) func(context.Context, *streams, []string) error {
-		force := fs.Bool("force", false, "remove the lock whoever holds it (required)")
+		force := fs.Bool("force", false, "remove the lock whoever holds it, every reader's or permit's hold of a shared lock or semaphore (required)")
 		yes := fs.Bool("yes", false, "do not ask for confirmation")
 		cf := addConnFlags(fs, false)
 		return func(ctx context.Context, s *streams, args []string) error {
@@ -76,11 +78,14 @@ func confirmAndUnlock(ctx context.Context, s *streams, client *locker.Client, ke
 	if err != nil || !st.Locked {
 		return false, err
 	}
-	holder := "held by " + st.Owner
-	if st.Shared {
-		holder = "shared by " + count(st.Readers, "reader")
+	what := fmt.Sprintf("held by %s, %s, TTL %v", st.Owner, count(st.Holds, "hold"), st.TTL)
+	switch {
+	case st.Limit > 0:
+		what = fmt.Sprintf("a semaphore of %d, %d taken: removes every permit, %s", st.Limit, len(st.Holders), count(st.Holds, "hold"))
+	case st.Shared:
+		what = fmt.Sprintf("shared by %s, %s, TTL %v", count(st.Readers, "reader"), count(st.Holds, "hold"), st.TTL)
 	}
-	fmt.Fprintf(s.err, "force-unlock %s (%s, %s, TTL %v)? [y/N] ", keyText(key), holder, count(st.Holds, "hold"), st.TTL)
+	fmt.Fprintf(s.err, "force-unlock %s (%s)? [y/N] ", keyText(key), what)
 	answer, err := readLine(ctx, s.in)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return false, err

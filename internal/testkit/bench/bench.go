@@ -315,6 +315,14 @@ func Scenarios() []Scenario {
 			}},
 		{"contention-fair", "N goroutines take turns on one key with a short hold, a client each, every Lock fair (WithFair)",
 			FairContention},
+		{"semaphore-shared", "16 goroutines (or N) take permits of a semaphore of 4 with a short hold, one shared client: busy is the share of the 4 slots held",
+			func(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, error) {
+				return Semaphore(ctx, r, lib, cfg, true)
+			}},
+		{"semaphore-separate", "16 goroutines (or N) take permits of a semaphore of 4 with a short hold, a client each: busy is the share of the 4 slots held",
+			func(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, error) {
+				return Semaphore(ctx, r, lib, cfg, false)
+			}},
 		{"readers", "N readers share one key, a client each, holding it by sleeping; then N writers with the same hold: the speedup",
 			Readers},
 		{"readers-writer", "N readers and one writer on one key, a client each, holding it by sleeping: is the writer starved?",

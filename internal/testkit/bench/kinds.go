@@ -133,7 +133,7 @@ func Readers(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, error)
 // FairContention is contention-separate with every Lock fair (locker.WithFair): the goroutines
 // obtain the key in the order they asked, through the key's queue on the server.
 func FairContention(ctx context.Context, r Runner, lib Lib, cfg Config) (Result, error) {
-	return contention(ctx, r, lib, cfg, false, "contention-fair", fairLock)
+	return contention(ctx, r, lib, cfg, false, false, "contention-fair", fairLock)
 }
 
 // ReadersWriter measures cfg.Goroutines readers and one writer on one key, a Client each,

@@ -285,7 +285,7 @@ func Contention(ctx context.Context, r Runner, lib Lib, cfg Config, shared bool)
 	if shared {
 		name = "contention-shared"
 	}
-	return contention(ctx, r, lib, cfg, shared, name, plainLock)
+	return contention(ctx, r, lib, cfg, shared, false, name, plainLock)
 }
 
 // A lockFunc is how a scenario locks through a Mutex: Lock, RLock, a fair Lock…
@@ -297,8 +297,8 @@ func plainLock(m Mutex) (func(ctx context.Context, key string) (Held, error), er
 }
 
 // contention is Contention with a name and a way to lock (each goroutine's m is passed to
-// lockOf once, before the timer starts).
-func contention(ctx context.Context, r Runner, lib Lib, cfg Config, shared bool, name string, lockOf lockFunc) (Result, error) {
+// lockOf once, before the timer starts); with sleep, the holds sleep (see turns).
+func contention(ctx context.Context, r Runner, lib Lib, cfg Config, shared, sleep bool, name string, lockOf lockFunc) (Result, error) {
 	cfg = cfg.withDefaults()
 	ms := make([]Mutex, cfg.Goroutines)
 	for g := range ms {
@@ -329,7 +329,7 @@ func contention(ctx context.Context, r Runner, lib Lib, cfg Config, shared bool,
 		}
 	}
 
-	res, t, err := measureTurns(ctx, r, lib, name, ms, locks, key, cfg.Hold, false)
+	res, t, err := measureTurns(ctx, r, lib, name, ms, locks, key, cfg.Hold, sleep)
 	if err != nil {
 		return Result{}, err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -19,7 +20,9 @@ type Options struct {
 	// tokens to strictly increase in the order of the exclusive critical sections; a shared
 	// acquire must report the token of the exclusive section before it (a shared hold reports
 	// the latest token and never advances it), or, before any, a token below the first
-	// exclusive one. Default false: tokens are not checked.
+	// exclusive one. In a semaphore's history, every permit must report a token above 0, larger
+	// than the token of every permit whose acquire returned before its acquire was called, and
+	// unlike that of every other permit. Default false: tokens are not checked.
 	Fenced bool
 
 	// Timeout bounds porcupine's search (and again Result.Visualize's). When it runs out, the
@@ -40,6 +43,9 @@ type Result struct {
 	SharedSections int // of Sections, the shared ones (Op.Shared)
 	MaxShared      int // the most shared sections certainly held at one instant
 
+	Limit   int // in a semaphore's history, its permits (Op.Limit); 0 in a lock's
+	MaxHeld int // in a semaphore's history, the most permits certainly held at one instant
+
 	// Linearizable is porcupine's verdict: porcupine.Ok, porcupine.Illegal (a violation), or
 	// porcupine.Unknown (Options.Timeout ran out: also reported as a violation).
 	Linearizable porcupine.CheckResult
@@ -50,8 +56,17 @@ type Result struct {
 	Violations []string
 
 	history []porcupine.Operation  // for Visualize
+	model   porcupine.Model        // LockModel or SemaphoreModel, for Visualize
 	timeout time.Duration          // Options.Timeout
 	notes   []porcupine.Annotation // the violations, as annotations for the visualization
+}
+
+// kind names what the history is of: "lock", "semaphore of 3".
+func (r *Result) kind() string {
+	if r.Limit > 0 {
+		return fmt.Sprintf("semaphore of %d", r.Limit)
+	}
+	return "lock"
 }
 
 // OK reports whether the history has no violation.
@@ -60,7 +75,10 @@ func (r *Result) OK() bool { return len(r.Violations) == 0 }
 // String summarises the result in one line.
 func (r *Result) String() string {
 	shared := ""
-	if r.SharedSections > 0 {
+	switch {
+	case r.Limit > 0:
+		shared = fmt.Sprintf(" (of a semaphore of %d, up to %d at once)", r.Limit, r.MaxHeld)
+	case r.SharedSections > 0:
 		shared = fmt.Sprintf(" (%d shared, up to %d at once)", r.SharedSections, r.MaxShared)
 	}
 	return fmt.Sprintf("%d ops of %d processes, %d critical sections%s, %d handoffs; porcupine: %s in %v; %d violations",
@@ -75,9 +93,9 @@ func (r *Result) String() string {
 // opened afterwards.
 func (r *Result) Visualize(dir string) (string, error) {
 	path := filepath.Join(dir, "history.html")
-	_, info := porcupine.CheckOperationsVerbose(LockModel, r.history, r.timeout)
+	_, info := porcupine.CheckOperationsVerbose(r.model, r.history, r.timeout)
 	info.AddAnnotations(r.notes)
-	if err := porcupine.VisualizePath(LockModel, info, path); err != nil {
+	if err := porcupine.VisualizePath(r.model, info, path); err != nil {
 		return "", fmt.Errorf("history: visualize: %w", err)
 	}
 	return path, nil
@@ -118,18 +136,37 @@ func (s section) heldUntil() int64 {
 // acquire returns before its release is called, which comes before the next exclusive holder's
 // acquire takes effect (or the next shared one, after an exclusive section), so that order is
 // the order in which the lock granted exclusive sections and the readers between them.
+//
+// A history whose operations are a semaphore's (Op.Limit, the same in every one) is checked as
+// that of one semaphore: linearizable with respect to SemaphoreModel, never more sections than
+// its permits certainly held at one instant (a check of the same property without porcupine,
+// which names them), each process alternating acquire and release, and with opts.Fenced,
+// tokens as Options.Fenced describes. Its sections' order says nothing of the order in which
+// permits were granted: holders come and go independently.
 func Check(ops []Op, opts Options) *Result {
 	if opts.Timeout <= 0 {
 		opts.Timeout = time.Minute
 	}
-	c := &checker{res: &Result{Ops: len(ops), history: Operations(ops), timeout: opts.Timeout}, origin: origin(ops)}
+	res := &Result{Ops: len(ops), Limit: limitOf(ops), history: Operations(ops), model: LockModel, timeout: opts.Timeout}
+	if res.Limit > 0 {
+		res.model = SemaphoreModel
+	}
+	c := &checker{res: res, origin: origin(ops)}
 	sections := c.sections(ops)
 	slices.SortStableFunc(sections, func(a, b section) int { return cmp.Compare(a.acq.Return, b.acq.Return) })
 	c.res.Sections = len(sections)
-	c.overlaps(sections)
-	c.shared(sections)
-	if opts.Fenced {
-		c.tokens(sections)
+	switch {
+	case res.Limit > 0:
+		c.permits(sections)
+		if opts.Fenced {
+			c.permitTokens(sections)
+		}
+	default:
+		c.overlaps(sections)
+		c.shared(sections)
+		if opts.Fenced {
+			c.tokens(sections)
+		}
 	}
 	for i := 1; i < len(sections); i++ {
 		if sections[i].acq.Process != sections[i-1].acq.Process {
@@ -138,11 +175,11 @@ func Check(ops []Op, opts Options) *Result {
 	}
 
 	start := time.Now()
-	c.res.Linearizable = porcupine.CheckOperationsTimeout(LockModel, c.res.history, opts.Timeout)
+	c.res.Linearizable = porcupine.CheckOperationsTimeout(res.model, c.res.history, opts.Timeout)
 	c.res.CheckTime = time.Since(start)
 	switch c.res.Linearizable {
 	case porcupine.Illegal:
-		c.res.Violations = append(c.res.Violations, "porcupine: the history is not linearizable as one lock")
+		c.res.Violations = append(c.res.Violations, "porcupine: the history is not linearizable as one "+res.kind())
 	case porcupine.Unknown:
 		c.res.Violations = append(c.res.Violations, fmt.Sprintf("porcupine: no verdict within %v: the history was not checked", opts.Timeout))
 	}
@@ -191,7 +228,8 @@ func (c *checker) at(t int64) string {
 }
 
 // sections pairs each process's acquires with the releases that follow them, reporting a
-// process whose operations overlap, do not alternate, or report more than one hold.
+// process whose operations overlap, do not alternate, or report more than one hold, and in a
+// semaphore's history, operations of another kind (a lock's, or another limit's).
 func (c *checker) sections(ops []Op) []section {
 	byProcess := map[int][]*Op{}
 	for i := range ops {
@@ -211,6 +249,9 @@ func (c *checker) sections(ops []Op) []section {
 			case i > 0 && op.Call < seq[i-1].Return:
 				c.violation("malformed", op.Call, seq[i-1].Return, "p%d: %s called at %s while its %s (returned at %s) was running", p, op.Kind, c.at(op.Call), seq[i-1].Kind, c.at(seq[i-1].Return))
 			}
+			if op.Limit != c.res.Limit || (op.Limit > 0 && op.Shared) {
+				c.violation("malformed", op.Call, op.Return, "p%d: %s at %s (limit %d, shared %v) in the history of a %s", p, describe(op), c.at(op.Call), op.Limit, op.Shared, c.res.kind())
+			}
 			switch op.Kind {
 			case Acquire:
 				if open != nil {
@@ -226,7 +267,7 @@ func (c *checker) sections(ops []Op) []section {
 					c.violation("malformed", op.Call, op.Return, "p%d: release at %s without a hold", p, c.at(op.Call))
 					continue
 				}
-				if op.Shared != open.Shared {
+				if op.Shared != open.Shared || op.Limit != open.Limit {
 					c.violation("malformed", op.Call, op.Return, "p%d: %s at %s of its %s from %s", p, describe(op), c.at(op.Call), describe(open), c.at(open.Return))
 				}
 				out = append(out, section{acq: open, rel: op})
@@ -270,32 +311,76 @@ func (c *checker) overlaps(sections []section) {
 
 // shared counts the shared sections and the most of them certainly held at one instant.
 func (c *checker) shared(sections []section) {
-	type event struct {
-		at    int64
-		delta int
-	}
-	var events []event
 	for _, s := range sections {
-		if !s.acq.Shared {
-			continue
-		}
-		c.res.SharedSections++
-		if s.acq.Return < s.heldUntil() {
-			events = append(events, event{s.acq.Return, 1}, event{s.heldUntil(), -1})
+		if s.acq.Shared {
+			c.res.SharedSections++
 		}
 	}
-	// At equal times ends come first: sections held until t and from t were not both held.
-	slices.SortFunc(events, func(a, b event) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.delta, b.delta)) })
-	n := 0
-	for _, e := range events {
-		n += e.delta
-		c.res.MaxShared = max(c.res.MaxShared, n)
-	}
+	c.res.MaxShared = held(sections, func(s *section) bool { return s.acq.Shared }, nil)
 }
 
-// describe names op and its kind for messages: "acquire", "shared release"...
+// permits reports, in a semaphore's history, each section that begins while all the
+// semaphore's permits are certainly held by others (more sections than permits are then held at
+// once), naming them all, and counts the most sections certainly held at one instant.
+func (c *checker) permits(sections []section) {
+	n := c.res.Limit
+	c.res.MaxHeld = held(sections, func(*section) bool { return true }, func(s *section, others []*section) {
+		if len(others) < n {
+			return
+		}
+		until := s.heldUntil()
+		var holders []string
+		for _, o := range others {
+			until = min(until, o.heldUntil())
+			holders = append(holders, fmt.Sprintf("p%d from %s (token %d) until at least %s",
+				o.acq.Process, c.at(o.acq.Return), o.acq.Token, c.at(o.heldUntil())))
+		}
+		c.violation("overlap", s.acq.Return, until, "p%d acquired a permit at %s (token %d) while %d of %d permits were held: %s",
+			s.acq.Process, c.at(s.acq.Return), s.acq.Token, len(others), n, strings.Join(holders, "; "))
+	})
+}
+
+// held sweeps through time the sections for which keep is true, each certainly held from its
+// acquire's return to its heldUntil, calling begin (when not nil) as each begins, with the
+// others held then (in the order they began; begin must not keep the slice), and returns the
+// most held at one instant. A section held until t and one held from t were not both held.
+func held(sections []section, keep func(*section) bool, begin func(s *section, others []*section)) int {
+	type event struct {
+		at    int64
+		delta int // 1 at the beginning, -1 at the end
+		s     *section
+	}
+	var events []event
+	for i := range sections {
+		s := &sections[i]
+		if keep(s) && s.acq.Return < s.heldUntil() {
+			events = append(events, event{s.acq.Return, 1, s}, event{s.heldUntil(), -1, s})
+		}
+	}
+	// At equal times ends come first; beginnings keep the sections' order.
+	slices.SortStableFunc(events, func(a, b event) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.delta, b.delta)) })
+	var active []*section
+	most := 0
+	for _, e := range events {
+		if e.delta < 0 {
+			active = slices.DeleteFunc(active, func(o *section) bool { return o == e.s })
+			continue
+		}
+		if begin != nil {
+			begin(e.s, active)
+		}
+		active = append(active, e.s)
+		most = max(most, len(active))
+	}
+	return most
+}
+
+// describe names op and its kind for messages: "acquire", "shared release", "permit acquire"...
 func describe(op *Op) string {
-	if op.Shared {
+	switch {
+	case op.Limit != 0:
+		return "permit " + string(op.Kind)
+	case op.Shared:
 		return "shared " + string(op.Kind)
 	}
 	return string(op.Kind)
@@ -345,4 +430,61 @@ func (c *checker) tokens(sections []section) {
 			prev = s.acq
 		}
 	}
+}
+
+// permitTokens reports, in a semaphore's history, permits without a token, and permits whose
+// token is not the largest yet: every new permit draws a token larger than every earlier one's,
+// so a permit whose acquire was called after another's returned has the larger token. Of two
+// permits whose acquires overlap in time either may have drawn first, so their tokens may come
+// in either order, but they differ: each new permit draws its own.
+func (c *checker) permitTokens(sections []section) {
+	var byReturn []*Op // the acquires with a token, in the order of their returns (the sections')
+	for _, s := range sections {
+		if s.acq.Token == 0 {
+			c.violation("token", s.acq.Call, s.acq.Return, "p%d: permit acquired at %s has no fencing token", s.acq.Process, c.at(s.acq.Return))
+			continue
+		}
+		byReturn = append(byReturn, s.acq)
+	}
+	byCall := slices.Clone(byReturn)
+	slices.SortStableFunc(byCall, func(a, b *Op) int { return cmp.Compare(a.Call, b.Call) })
+	flagged := map[*Op]bool{}
+	var top *Op // of the acquires that returned before the call at hand, the one with the largest token
+	next := 0   // the next of byReturn to consider for top
+	for _, op := range byCall {
+		for ; next < len(byReturn) && byReturn[next].Return < op.Call; next++ {
+			if top == nil || byReturn[next].Token > top.Token {
+				top = byReturn[next]
+			}
+		}
+		if top != nil && top != op && top.Token >= op.Token { // top is op only if op returned before its call
+			flagged[op] = true
+			c.violation("token", top.Return, op.Return,
+				"p%d: token %d of the permit acquired at %s (called at %s) does not exceed token %d of p%d's permit, acquired before that call, at %s",
+				op.Process, op.Token, c.at(op.Return), c.at(op.Call), top.Token, top.Process, c.at(top.Return))
+		}
+	}
+	first := map[uint64]*Op{} // the first permit (by return) of each token
+	for _, op := range byReturn {
+		f, ok := first[op.Token]
+		switch {
+		case !ok:
+			first[op.Token] = op
+		case !flagged[op]: // else reported above
+			c.violation("token", f.Call, op.Return,
+				"p%d: token %d of the permit acquired at %s is also that of p%d's permit acquired at %s, at the same time: each new permit draws its own",
+				op.Process, op.Token, c.at(op.Return), f.Process, c.at(f.Return))
+		}
+	}
+}
+
+// limitOf returns the Limit of the first of ops that has one: the semaphore whose history ops
+// are, or 0 for a lock's.
+func limitOf(ops []Op) int {
+	for _, op := range ops {
+		if op.Limit > 0 {
+			return op.Limit
+		}
+	}
+	return 0
 }

@@ -335,3 +335,254 @@ func contains(lines []string, sub string) bool {
 	}
 	return false
 }
+
+// pacq and prel make operations of a semaphore of n permits with times in microseconds.
+func pacq(n, p int, call, ret int64, token uint64) Op {
+	op := acq(p, call, ret, token)
+	op.Limit = n
+	return op
+}
+
+func prel(n, p int, call, ret int64) Op {
+	op := rel(p, call, ret)
+	op.Limit = n
+	return op
+}
+
+// A correct history of a semaphore of 2 passes every check: two holders at once, waiters
+// granted during a release, and tokens that increase with real-time order but not with the
+// order of the acquires' returns: p1's acquire and p2's overlap, p2 returned first with the
+// larger token (p1 drew first and returned later), which a lock's check of tokens in the order
+// of the holds would flag.
+func TestSemaphoreHistory(t *testing.T) {
+	const n = 2
+	ops := []Op{
+		pacq(n, 1, 1, 20, 2), prel(n, 1, 30, 35),
+		pacq(n, 2, 2, 10, 3), prel(n, 2, 36, 38), // p1's and p2's acquires overlap; p2 returned first
+		pacq(n, 3, 12, 32, 4), prel(n, 3, 50, 55), // waited while p1 and p2 held; granted during p1's release
+		pacq(n, 0, 25, 37, 5), prel(n, 0, 40, 45), // granted during p2's release
+		pacq(n, 1, 36, 47, 6), prel(n, 1, 60, 61), // granted during p0's release
+		pacq(n, 0, 48, 52, 7), prel(n, 0, 53, 54), // granted during p3's release, called at 50
+	}
+	res := Check(ops, Options{Fenced: true})
+	if !res.OK() || res.Linearizable != porcupine.Ok {
+		t.Fatalf("a correct history was flagged: %v\n%s", res, strings.Join(res.Violations, "\n"))
+	}
+	if res.Ops != 12 || res.Processes != 4 || res.Sections != 6 || res.Limit != n || res.MaxHeld != n {
+		t.Fatalf("counts: %v, want 12 ops, 4 processes, 6 sections, a semaphore of 2 held twice at once", res)
+	}
+	if !strings.Contains(res.String(), "(of a semaphore of 2, up to 2 at once)") {
+		t.Fatalf("String() = %q lacks the semaphore", res)
+	}
+	// The order of tokens that the lock's check wants, in a semaphore's history, is not asked.
+	if lock := Check(dropLimits(ops), Options{Fenced: true}); lock.OK() {
+		t.Fatalf("the same history as a lock's passed: %v", lock)
+	}
+}
+
+// dropLimits returns ops as a lock's operations.
+func dropLimits(ops []Op) []Op {
+	ops = slices.Clone(ops)
+	for i := range ops {
+		ops[i].Limit = 0
+	}
+	return ops
+}
+
+// n+1 holds certainly overlapping are flagged by porcupine and by the direct check, which names
+// all of them; an acquire that returns after a holder's release was called (the release may
+// have taken effect first) is no violation.
+func TestSemaphoreOverlapFlagged(t *testing.T) {
+	const n = 2
+	ops := []Op{
+		pacq(n, 0, 0, 10, 1), prel(n, 0, 100, 110),
+		pacq(n, 1, 5, 20, 2), prel(n, 1, 90, 95),
+		pacq(n, 2, 6, 30, 3), prel(n, 2, 120, 130), // p0 and p1 held from 20 to 90
+	}
+	res := Check(ops, Options{Fenced: true})
+	if res.Linearizable != porcupine.Illegal || res.MaxHeld != n+1 {
+		t.Fatalf("three holds of a semaphore of 2: porcupine %s, up to %d at once: %v", res.Linearizable, res.MaxHeld, res)
+	}
+	want := "p2 acquired a permit at 0.030ms (token 3) while 2 of 2 permits were held: " +
+		"p0 from 0.010ms (token 1) until at least 0.100ms; p1 from 0.020ms (token 2) until at least 0.090ms"
+	if len(res.Violations) != 2 || !contains(res.Violations, want) || !contains(res.Violations, "not linearizable as one semaphore of 2") {
+		t.Fatalf("violations %q, want the overlap (%q) and porcupine's verdict", res.Violations, want)
+	}
+
+	ops[4].Return = 92_000 // p2's acquire returns after p1's release was called at 90µs
+	if res := Check(ops, Options{Fenced: true}); !res.OK() || res.MaxHeld != n {
+		t.Fatalf("an acquire granted during a release was flagged: %v\n%s", res, strings.Join(res.Violations, "\n"))
+	}
+	if res := Check(dropLimits(ops), Options{}); res.OK() {
+		t.Fatal("as a lock's, the same history passed")
+	}
+}
+
+// With fencing, a permit's token must exceed the token of every permit whose acquire returned
+// before its own was called, released or not, and be unlike every other's, also when their
+// acquires overlap; a permit needs a token. Porcupine, which does not model tokens, accepts
+// them all.
+func TestSemaphoreTokensFlagged(t *testing.T) {
+	const n = 3
+	ops := []Op{
+		pacq(n, 0, 0, 10, 5), prel(n, 0, 20, 25),
+		pacq(n, 1, 30, 40, 4), prel(n, 1, 60, 61), // 4, called after the permit of 5 was acquired
+		pacq(n, 2, 31, 45, 6), prel(n, 2, 62, 63), // right
+		pacq(n, 3, 35, 50, 6), prel(n, 3, 64, 65), // 6 as p2's, whose acquire overlaps
+		pacq(n, 0, 70, 80, 0), prel(n, 0, 81, 82), // none
+		pacq(n, 1, 90, 95, 7), prel(n, 1, 96, 97), // right: 0 is no token
+	}
+	res := Check(ops, Options{Fenced: true})
+	if res.Linearizable != porcupine.Ok {
+		t.Fatalf("porcupine: %s, want Ok (at most 3 held at once)", res.Linearizable)
+	}
+	for _, want := range []string{
+		"p1: token 4 of the permit acquired at 0.040ms (called at 0.030ms) does not exceed token 5 of p0's permit, acquired before that call, at 0.010ms",
+		"p3: token 6 of the permit acquired at 0.050ms is also that of p2's permit acquired at 0.045ms, at the same time",
+		"p0: permit acquired at 0.080ms has no fencing token",
+	} {
+		if !contains(res.Violations, want) {
+			t.Errorf("violations %q lack %q", res.Violations, want)
+		}
+	}
+	if len(res.Violations) != 3 {
+		t.Fatalf("violations %q, want 3", res.Violations)
+	}
+	if res := Check(ops, Options{}); !res.OK() {
+		t.Fatalf("without Fenced, tokens were checked: %q", res.Violations)
+	}
+
+	// A permit that reuses the latest token of a permit acquired before it is flagged once.
+	again := []Op{pacq(n, 0, 0, 10, 8), pacq(n, 1, 20, 30, 8), prel(n, 1, 40, 50), prel(n, 0, 60, 70)}
+	if res := Check(again, Options{Fenced: true}); len(res.Violations) != 1 || !contains(res.Violations, "p1: token 8 of the permit acquired at 0.030ms (called at 0.020ms) does not exceed token 8 of p0's") {
+		t.Fatalf("violations %q, want the reused token once", res.Violations)
+	}
+}
+
+// A release by a process that holds no permit is flagged, by porcupine and by the pairing of
+// each process's operations; so are operations of another kind in a semaphore's history.
+func TestSemaphoreMalformedFlagged(t *testing.T) {
+	const n = 2
+	for name, c := range map[string]struct {
+		ops     []Op
+		verdict porcupine.CheckResult
+		want    string
+	}{
+		"release by a non-holder": {[]Op{pacq(n, 0, 0, 10, 1), prel(n, 1, 20, 30), prel(n, 0, 40, 50)}, porcupine.Illegal, "p1: release at 0.020ms without a hold"},
+		"a lock's acquire":        {[]Op{pacq(n, 0, 0, 10, 1), prel(n, 0, 20, 30), acq(1, 40, 50, 2)}, porcupine.Illegal, "p1: acquire at 0.040ms (limit 0, shared false) in the history of a semaphore of 2"},
+		"a shared release":        {[]Op{pacq(n, 0, 0, 10, 1), rrel(0, 20, 30)}, porcupine.Illegal, "p0: shared release at 0.020ms of its permit acquire from 0.010ms"},
+		"a re-entry":              {[]Op{{Process: 0, Kind: Acquire, Call: 0, Return: 1, Token: 1, Holds: 2, Limit: n}}, porcupine.Illegal, "reported 2 holds"},
+		// Once the key is free, a semaphore of another n may take it (the model allows it), but
+		// the history is then of two semaphores.
+		"another limit": {[]Op{pacq(n, 0, 0, 10, 1), prel(n, 0, 20, 30), pacq(3, 1, 40, 50, 2)}, porcupine.Ok, "p1: permit acquire at 0.040ms (limit 3, shared false) in the history of a semaphore of 2"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := Check(c.ops, Options{Fenced: true, Timeout: 10 * time.Second})
+			if res.Linearizable != c.verdict || !contains(res.Violations, c.want) {
+				t.Fatalf("porcupine %s, want %s; violations %q, want one containing %q", res.Linearizable, c.verdict, res.Violations, c.want)
+			}
+		})
+	}
+}
+
+// The semaphore model's states: holders come and go in any order (the state depends on the set
+// only), a new holder needs a permit free and must not hold one, a release must come from a
+// holder, and neither model takes the other's operations.
+func TestSemaphoreModel(t *testing.T) {
+	const n = 2
+	step := func(s any, p int, kind Kind) (bool, any) {
+		return SemaphoreModel.Step(s, lockInput{kind: kind, limit: n, process: p}, lockOutput{holds: 1})
+	}
+	must := func(ok bool, s any) any {
+		t.Helper()
+		if !ok {
+			t.Fatalf("illegal step to %s", SemaphoreModel.DescribeState(s))
+		}
+		return s
+	}
+	init := SemaphoreModel.Init()
+	a := must(step(must(step(init, 1, Acquire)), 9, Acquire))
+	b := must(step(must(step(init, 9, Acquire)), 1, Acquire))
+	if !SemaphoreModel.Equal(a, b) || SemaphoreModel.Hash(a) != SemaphoreModel.Hash(b) || SemaphoreModel.DescribeState(a) != "permits held by p1, p9" {
+		t.Fatalf("the same holders in another order: %q and %q", SemaphoreModel.DescribeState(a), SemaphoreModel.DescribeState(b))
+	}
+	for _, c := range []struct {
+		p    int
+		kind Kind
+	}{{2, Acquire}, {2, Release}} {
+		if ok, _ := step(a, c.p, c.kind); ok {
+			t.Fatalf("p%d %s on a semaphore of 2 held by p1 and p9 was legal", c.p, c.kind)
+		}
+	}
+	one := must(step(a, 9, Release))
+	if ok, _ := step(one, 1, Acquire); ok {
+		t.Fatal("p1 acquired a second permit")
+	}
+	if ok, _ := SemaphoreModel.Step(one, lockInput{kind: Acquire, limit: n, process: 2}, lockOutput{holds: 2}); ok {
+		t.Fatal("an acquire reporting 2 holds was legal")
+	}
+	one = must(step(one, 2, Acquire))
+	if ok, _ := SemaphoreModel.Step(one, lockInput{kind: Acquire, limit: 3, process: 3}, lockOutput{holds: 1}); !ok {
+		t.Fatal("an acquire of a permit of 3 with 2 held was illegal")
+	}
+	free := must(step(must(step(one, 1, Release)), 2, Release))
+	if !SemaphoreModel.Equal(free, init) || SemaphoreModel.DescribeState(free) != "free" {
+		t.Fatalf("after the holders left: %q, want free", SemaphoreModel.DescribeState(free))
+	}
+	for _, in := range []lockInput{{kind: Acquire, process: 0}, {kind: Acquire, shared: true, process: 0}} {
+		if ok, _ := SemaphoreModel.Step(init, in, lockOutput{holds: 1}); ok {
+			t.Fatalf("the semaphore model took a lock's %+v", in)
+		}
+	}
+	if ok, _ := LockModel.Step(LockModel.Init(), lockInput{kind: Acquire, limit: n, process: 0}, lockOutput{holds: 1}); ok {
+		t.Fatal("the lock model took a permit's acquire")
+	}
+}
+
+// Permits recorded, written with WriteFile and read back keep their limit, lines written before
+// Op had a limit read as a lock's, and Visualize draws a semaphore's history with its model.
+func TestRecordPermits(t *testing.T) {
+	var recs []*Recorder
+	for p := range 3 { // three holders of a semaphore of 2 at once
+		r := NewRecorder(p)
+		r.AcquiredPermit(Now(), 2, uint64(p+1), 1)
+		recs = append(recs, r)
+	}
+	var ops []Op
+	for _, r := range recs {
+		r.ReleasedPermit(Now(), 2)
+		ops = append(ops, r.Ops()...)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "permits.jsonl")
+	if err := WriteFile(path, ops); err != nil {
+		t.Fatal(err)
+	}
+	read, err := ReadFiles(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(read, ops) || len(read) != 6 || read[0].Limit != 2 || read[1].Limit != 2 || read[1].Kind != Release {
+		t.Fatalf("read back %+v, want %+v", read, ops)
+	}
+	res := Check(read, Options{Fenced: true})
+	if res.Linearizable != porcupine.Illegal || !contains(res.Violations, "p2 acquired a permit at") || !contains(res.Violations, "while 2 of 2 permits were held: p0 from") {
+		t.Fatalf("porcupine %s; violations %q, want three holders at once", res.Linearizable, res.Violations)
+	}
+	html, err := res.Visualize(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(html)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "p2 acquire permit of 2") || !strings.Contains(string(b), "permits held by p0, p1") {
+		t.Fatalf("%s lacks the permits or the semaphore's states (%d bytes)", html, len(b))
+	}
+
+	old, err := Read(strings.NewReader(`{"p":1,"k":"acquire","call":5,"ret":9,"token":3,"holds":1}` + "\n"))
+	if err != nil || len(old) != 1 || old[0] != (Op{Process: 1, Kind: Acquire, Call: 5, Return: 9, Token: 3, Holds: 1}) {
+		t.Fatalf("a line without a limit read as %+v, %v", old, err)
+	}
+}

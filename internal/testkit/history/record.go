@@ -32,6 +32,10 @@ type Op struct {
 	// Shared says the operation took or gave back a shared (read) hold (RLock, or the Unlock
 	// of its lease) rather than an exclusive one. Default false: exclusive.
 	Shared bool `json:"shared,omitempty"`
+
+	// Limit is, for the acquire of a semaphore's permit (Acquire, TryAcquire) or the release of
+	// one (the Unlock of its lease), the semaphore's number of permits. Default 0: a lock's.
+	Limit int `json:"limit,omitempty"`
 }
 
 // A Recorder collects the operations of one process. Its methods are safe for concurrent use,
@@ -71,6 +75,18 @@ func (r *Recorder) ReleasedShared(call int64) {
 	r.add(Op{Kind: Release, Call: call, Return: Now(), Shared: true})
 }
 
+// AcquiredPermit records the acquire of one of the limit permits of a semaphore (Acquire)
+// called at call that returns now, with the permit's token and hold count.
+func (r *Recorder) AcquiredPermit(call int64, limit int, token uint64, holds int) {
+	r.add(Op{Kind: Acquire, Call: call, Return: Now(), Token: token, Holds: holds, Limit: limit})
+}
+
+// ReleasedPermit records the release of a permit of a semaphore of limit (the Unlock of an
+// Acquire's lease) called at call that returns now.
+func (r *Recorder) ReleasedPermit(call int64, limit int) {
+	r.add(Op{Kind: Release, Call: call, Return: Now(), Limit: limit})
+}
+
 func (r *Recorder) add(op Op) {
 	op.Process = r.process
 	r.mu.Lock()
@@ -87,13 +103,17 @@ func (r *Recorder) Ops() []Op {
 
 // WriteFile writes the recorded operations to path as JSON lines, one Op a line, replacing the
 // file.
-func (r *Recorder) WriteFile(path string) error {
+func (r *Recorder) WriteFile(path string) error { return WriteFile(path, r.Ops()) }
+
+// WriteFile writes ops to path as JSON lines, one Op a line, replacing the file: the history of
+// several Recorders of one process, for ReadFiles.
+func WriteFile(path string, ops []Op) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("history: %w", err)
 	}
 	w := bufio.NewWriter(f)
-	err = Write(w, r.Ops())
+	err = Write(w, ops)
 	if err == nil {
 		err = w.Flush()
 	}
