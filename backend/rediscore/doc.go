@@ -23,8 +23,8 @@
 //     that also has shared holds (a downgrade) has the value "<exclusive>:<shared>". Readers
 //     that overlap each keep a lease of their own, "<holds>@<end>", and the key's TTL runs just
 //     past the latest. A semaphore of n permits (locker.Semaphorer, n at most MaxLimit, 256) has
-//     the marker "locker:permits:<n>" and one field per permit's holder, laid out as a reader's
-//     and, when the permit drew a fencing token, followed by "#<token>". Scripts
+//     the marker "locker:permits:<n>" and one field per permit's holder, "<holds>@<end>" even
+//     alone, and, when the permit drew a fencing token, "#<token>" after it. Scripts
 //     take the key in KEYS, with its companions (request markers, the fencing counter, the wait
 //     queue: keys.go), and touch no other key. A key that holds anything else is never
 //     written, renewed or deleted, and nor is a companion that holds anything but what the

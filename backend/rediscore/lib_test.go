@@ -43,7 +43,7 @@ func TestScriptsCarryTheLibraryTheyUse(t *testing.T) {
 			}
 		}
 	}
-	renews := []string{"MARK", "QUIET", "SHARED", "PERMITS", "limitOf", "readReaders", "readerValue", "writeReaders"}
+	renews := []string{"MARK", "QUIET", "SHARED", "PERMITS", "limitOf", "newReaders", "readReaders", "readerValue", "writeReaders"}
 	want := ""
 	for _, d := range defs {
 		if slices.Contains(renews, d.name) {

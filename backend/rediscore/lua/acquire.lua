@@ -198,14 +198,11 @@ if admitted then
     token = drawToken(fence, latest) -- a new exclusive hold's, or a new permit's
   end
   local own = limit > 0 and fence and string.format('%d', token) or nil -- the permit's token, kept with it
-  if state == 'free' then
-    local mark = MARK
-    if limit > 0 then
-      mark = PERMITS .. ARGV[6]
-    elseif shared then
-      mark = SHARED
-    end
-    redis.call('hset', lock, '', mark, owner, readerValue(1, nil, own))
+  if state == 'free' and limit > 0 then
+    redis.call('hset', lock, '', PERMITS .. ARGV[6]) -- a semaphore's first permit
+    writeReaders(newReaders(lock, limit), owner, 1, ARGV[2], own)
+  elseif state == 'free' then
+    redis.call('hset', lock, '', shared and SHARED or MARK, owner, 1)
     redis.call('pexpire', lock, ARGV[2])
   else
     writeReaders(rs, owner, 1, ARGV[2], own) -- a new reader, or permit, with its own lease

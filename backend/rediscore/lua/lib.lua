@@ -13,9 +13,9 @@
 --     of its own lease (readReaders has the rules): each reader's calls set its own lease alone;
 --   - a semaphore of n permits (locker.Semaphorer): '' = 'locker:permits:<n>' (n a positive
 --     integer, stored by the request that takes the first permit) and one field per permit's
---     holder P_i, laid out as a reader's ("<r_i>" or "<r_i>@<end_i>", with its own lease), then
---     "#<token>" when the permit drew a fencing token (the token it reports for life); at most n
---     holders whose lease runs. The scripts read it as shared mode whose readers are the permits'
+--     holder P_i, "<r_i>@<end_i>" as an overlapping reader's, even alone, then "#<token>" when
+--     the permit drew a fencing token (the token it reports for life); at most n holders whose
+--     lease runs. The scripts read it as shared mode whose readers are the permits'
 --     holders (lockState, readReaders): a permit is a shared hold.
 -- An owner can only be added to a free key, as a reader to a key in shared mode, or as a permit's
 -- holder to a semaphore with a permit free. A request with another limit than the key's (0 for
@@ -97,6 +97,12 @@ local function lockState(key, owner, probe)
   end
   return state, state == 'exclusive' and owner and redis.call('hget', key, owner), mark == QUIET
 end
+-- newReaders returns what readReaders returns for a key in shared mode without a reader: the
+-- semaphore of limit permits (0 for readers) that a first permit creates, for writeReaders.
+local function newReaders(key, limit)
+  return {key = key, holds = {}, ends = false, ended = false, live = 0, last = 0, withKey = false, now = false,
+    limit = limit, tokens = false}
+end
 -- readReaders reads the lock in shared mode at key (lockState said so), for writeReaders: a table
 -- {key, holds (owner -> its shared holds, for each reader whose lease runs), ends (owner -> the
 -- end of its lease, for those that have one of their own; false when none has), ended (the
@@ -114,12 +120,11 @@ end
 -- whole millisecond) when another joins. A reader whose end has passed holds nothing, and its
 -- field goes at the next write. A reader's lease is set by its own calls alone. (Keys written
 -- before readers had leases of their own may have several fields without an end: those end with
--- the key's TTL, and get an end at the next write that sets a lease.) A permit's holder's field
--- may end in "#<token>".
+-- the key's TTL, and get an end at the next write that sets a lease.) A semaphore's holder always
+-- has an end of its own, even alone (writeReaders), and its field may end in "#<token>".
 local function readReaders(key)
   local fields = redis.call('hgetall', key)
-  local s = {key = key, holds = {}, ends = false, ended = false, live = 0, last = 0, withKey = false, now = false,
-    limit = 0, tokens = false}
+  local s = newReaders(key, 0)
   for i = 1, #fields, 2 do
     local owner, value = fields[i], fields[i + 1]
     if owner == '' then
@@ -174,7 +179,10 @@ end
 -- ms milliseconds from now (nil: the lease it has), or, with r 0, takes owner's holds out. No
 -- other reader's lease changes. token, a decimal string, is the fencing token of owner's new
 -- permit (nil: the one it has, if any). It reports whether a reader's lease still runs; when
--- none does, it writes nothing, and the caller frees the key. s is spent.
+-- none does, it writes nothing, and the caller frees the key. s is spent. A lone reader's lease
+-- is the key's TTL, but a semaphore's holder's: its end is its own from its first call on, so
+-- that it never needs one taken from the key's TTL, which only whole milliseconds give (rounded
+-- up, it would outlast the lease asked for).
 local function writeReaders(s, owner, r, ms, token)
   local key, ends, gone, tokens = s.key, s.ends, s.ended, s.tokens
   local others, last, withKey = 0, 0, false -- the other readers whose lease runs
@@ -193,7 +201,7 @@ local function writeReaders(s, owner, r, ms, token)
     gone = gone or {}
     gone[#gone + 1] = owner
     fit = not withKey -- else the key's TTL is the lease of a reader that stays
-  elseif ms and others == 0 then
+  elseif ms and others == 0 and s.limit == 0 then
     mine = nil -- the only reader: its lease is the key's
     redis.call('pexpire', key, ms)
   elseif ms then
@@ -226,8 +234,8 @@ local function writeReaders(s, owner, r, ms, token)
   return true
 end
 -- leaseLeft returns the remaining lease, in ms, of owner, a reader whose lease runs in the lock
--- read as s (readReaders): its own end's (at least 1), or the key's TTL (PTTL is 0 in the
--- lease's last millisecond: 1; 0 when the key has no TTL, someone made it persistent).
+-- read as s (readReaders): its own end's, rounded up, or the key's TTL (PTTL is 0 in the lease's
+-- last millisecond: 1; 0 when the key has no TTL, someone made it persistent).
 local function leaseLeft(s, owner)
   local e = s.ends and s.ends[owner]
   if e then
@@ -240,11 +248,13 @@ local function leaseLeft(s, owner)
   return s.keyLeft
 end
 -- longestLeft returns the remaining lease, in ms, of the reader of s (readReaders) whose lease
--- ends last: the key's TTL when a reader's lease is the key's (the key then lives no longer than
--- that lease), else the latest end's; at least 1.
+-- ends last (leaseLeft).
 local function longestLeft(s)
-  local left = s.withKey and redis.call('pttl', s.key) or math.ceil((s.last - s.now) / 1000)
-  return math.max(left, 1)
+  local left = 0
+  for o in pairs(s.holds) do
+    left = math.max(left, leaseLeft(s, o))
+  end
+  return left
 end
 -- soonestLeft returns the remaining lease, in ms, of the reader of s (readReaders) whose lease
 -- ends first (leaseLeft): when a semaphore's permit may be free.
