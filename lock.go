@@ -102,6 +102,7 @@ type request struct {
 	downErr          error         // the latest of those failures; nil while the backend answers
 	grant            time.Duration // AcquireRequest.Grant: a release may grant it the key (Granter)
 	queued           bool          // a refusal may have left an entry in the key's queue
+	askedGrant       bool          // an attempt asked for a grant: a release may give r's owner a permit, so it takes no gift (permits.go)
 	dequeued         bool          // a Dequeue of its owner was sent: it may give back a later grant
 	turn             *turn         // the local turn this call holds, handed to its Lease
 	line             *turn         // the local line of an Acquire's permits it waits in (permits.go)
@@ -172,11 +173,11 @@ func (c *Client) obtain(ctx context.Context, key string, opts []Option, wait, sh
 		r.owner = owner
 	}
 	_, mayRetry := cfg.retry.Backoff(0)
-	if wait && mayRetry && kinds && !r.reentry && (limit == 0 || cfg.fair) {
-		r.wait = cfg.ttl // a refusal queues it on the backend, for as long as a lease (a plain permit request passes the queue)
+	if wait && mayRetry && kinds && !r.reentry {
+		r.wait = cfg.ttl // a refusal queues it on the backend, for as long as a lease
 	}
-	if _, granter := c.backend.(Granter); granter && r.wait > 0 && r.fresh && !shared {
-		r.grant = min(cfg.ttl, maxGrantLease) // a release may hand the key to it
+	if _, granter := c.backend.(Granter); granter && r.wait > 0 && r.fresh && (!shared || limit > 0) {
+		r.grant = min(cfg.ttl, maxGrantLease) // a release may hand the key, or a permit, to it
 	}
 	// A Lock that never retries behaves as TryLock; readers and fair calls queue on the backend.
 	// An Acquire waits in its Client's line of the key (permits.go) as a Lock waits its turn.
@@ -354,11 +355,12 @@ func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedE
 		Key: r.full, Owner: r.owner, TTL: r.cfg.ttl, ID: r.id, Fence: r.cfg.fence, Fresh: r.fresh,
 		Reentry: r.reentry, Shared: r.shared, Fair: r.cfg.fair, Wait: r.wait, Grant: r.grant, Limit: r.limit,
 	})
-	r.queued = r.queued || r.wait > 0
+	r.askedGrant = r.askedGrant || r.grant > 0
 	if err != nil {
 		// These errors say that nothing was done; any other leaves the outcome unknown.
 		r.pending = !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrNotALock) &&
 			!errors.Is(err, ErrUpgrade) && !errors.Is(err, ErrLimitMismatch)
+		r.queued = r.queued || (r.wait > 0 && r.pending)
 		switch {
 		case r.reentry && errors.Is(err, ErrNotHeld):
 			return nil, nil, c.loseReentry(r)
@@ -370,6 +372,7 @@ func (c *Client) attempt(ctx context.Context, r *request) (*Lease, *NotObtainedE
 		return nil, nil, display.Errorf("locker: %s %s: %w", opName(r.limit), display.Key(r.key), err)
 	}
 	r.pending = false
+	r.queued = r.queued || r.wait > 0
 	if res.Holds > 0 && !r.reentry {
 		r.queued = false // a new hold takes its owner out of the queue
 	}

@@ -111,7 +111,8 @@ type KindLocker interface {
 	// Dequeue removes owner's entry from key's wait queue, if there is one (a waiter that gives
 	// up), and sends a release notice when entries were behind it. A missing entry is no error.
 	// On a Granter, it also gives back a grant that owner did not take (AcquireRequest.Grant):
-	// while owner holds key exclusively, once, from that grant, that hold is released.
+	// while owner holds key exclusively, or one permit of it, once, from that grant, that hold
+	// is released.
 	Dequeue(ctx context.Context, key, owner string) error
 }
 
@@ -123,8 +124,8 @@ type KindLocker interface {
 // another limit (a lock's is 0) on a held key changes nothing and fails with ErrLimitMismatch,
 // checked first. With Fence each new permit draws a new token, which its re-entries report. A
 // fair permit request passes no live queue entry ahead of its owner's, a plain one passes the
-// queue; Grant is ignored. Every Release that ends a permit sends a notice; Inspect reports Limit
-// and Holders; HandOff passes a permit. The rules in full: docs/semaphore.md.
+// queue; a waiting one may ask for a grant. A Release that ends a permit sends a notice; Inspect
+// reports Limit and Holders; HandOff passes a permit. The rules in full: docs/semaphore.md.
 type Semaphorer interface {
 	KindLocker
 	// MaxLimit is the largest Limit the backend accepts: the Client refuses a larger n with
@@ -257,7 +258,7 @@ type AcquireRequest struct {
 
 	// Limit, when positive, asks for a permit of the semaphore Key of Limit permits instead of a
 	// lock: a shared hold of which at most Limit owners hold one at once (see [Semaphorer];
-	// Shared is implied, Grant ignored). Only a Semaphorer honours it. Default 0: a lock.
+	// Shared is implied). Only a Semaphorer honours it. Default 0: a lock.
 	Limit int
 
 	// Fair makes the request respect the key's wait queue in full: it is granted only when no
@@ -276,13 +277,13 @@ type AcquireRequest struct {
 	// Grant, when positive, makes the queue entry that a refused exclusive request with Fresh
 	// and Wait leaves ask for a grant: a release (or Dequeue) that frees the key while the entry
 	// is at the head of the queue gives Owner one exclusive hold with a lease of Grant (with
-	// Fence, a new fencing token) instead of leaving the key free, and its notice wakes only
-	// Owner's subscription, with ID (Granter.SubscribeAs). The hold is Owner's as if the request
-	// had been granted: Renew, Release or its next Acquire (Fresh: it finds itself holding the
-	// key, and the lease is reset to TTL) work on it, and the release of its last hold ends the
-	// entry's grant record. Owner gives it back with Dequeue; untaken, it ends with its lease. It
-	// is ignored without Fresh and Wait, and for a shared request. Only a Granter honours it.
-	// Default 0: no grant.
+	// Fence, a new fencing token), and its notice wakes only Owner's subscription, with ID
+	// (Granter.SubscribeAs); a permit request's (Limit) entry asks likewise for a permit of
+	// Limit, given by a release that ends one of the key's semaphore of Limit, or frees the key.
+	// The hold is Owner's as if the request had been granted: Renew, Release or its next Acquire
+	// (Fresh: it finds itself holding the key, its lease reset to TTL) work on it. Owner gives it
+	// back with Dequeue; untaken, it ends with its lease. It is ignored without Fresh and Wait,
+	// and for a shared request that is no permit's. Only a Granter honours it. Default 0: none.
 	Grant time.Duration
 }
 

@@ -69,9 +69,13 @@ func (c *Client) inLine(ctx context.Context, r *request, t *turn, refused *NotOb
 }
 
 // offers is where r may be handed a permit in its line: its line's offers while r may hold a
-// permit before the backend confirms it (mayGoOnUnconfirmed); nil otherwise, never ready.
+// permit before the backend confirms it (mayGoOnUnconfirmed) and no attempt of r's asked for a
+// grant; nil otherwise, never ready. (A release by another holder may grant r's owner a permit
+// while other permits are held, its own included: a HandOff to an owner that holds a permit
+// already is taken as sent again, and the giver's permit would stay behind. The calls of a line
+// that never tried the backend, most of them, take the gifts.)
 func (r *request) offers() <-chan *gift {
-	if r.line == nil || !r.mayGoOnUnconfirmed() {
+	if r.line == nil || r.askedGrant || !r.mayGoOnUnconfirmed() {
 		return nil
 	}
 	return r.line.offer

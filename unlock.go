@@ -205,7 +205,11 @@ func (c *Client) settle(full string, g *gift, res HandOffResult, err error, sent
 	default:
 		h.renewAt = time.Now()
 	}
-	if (err != nil || res.Queued > 0) && g.turn != nil {
+	others := res.Queued
+	if g.turn != nil && g.turn.offer != nil {
+		others-- // a line of permits: the call that tries the backend for it may wait in the queue
+	}
+	if (err != nil || others > 0) && g.turn != nil {
 		c.turns.mu.Lock()
 		g.turn.yield = true
 		c.turns.mu.Unlock()

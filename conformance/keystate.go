@@ -25,11 +25,13 @@ type keyState struct {
 // ownerHolds is an owner's hold count of each kind (exclusive w, shared r: a semaphore's
 // permit is a shared hold), and the end of its lease: the exclusive holder's shared holds (a
 // downgrade) share its lease. A permit's holder has the fencing token its permit drew (0 when
-// it was taken without Fence).
+// it was taken without Fence); for a permit granted with Fence, whose token no call reported
+// yet (above), token is a bound it exceeds.
 type ownerHolds struct {
 	w, r  int
 	end   window
 	token uint64
+	above bool
 }
 
 func (h ownerHolds) total() int { return h.w + h.r }
@@ -62,6 +64,7 @@ type queueEntry struct {
 	end   window
 	grant time.Duration
 	fence bool
+	limit int // the grant is of a permit of a semaphore of limit; 0: of the lock
 }
 
 // reader reports whether e is a reader's entry.
@@ -78,8 +81,8 @@ func entryOf(req locker.AcquireRequest, c call) queueEntry {
 	case req.Fair:
 		e.kind = fairWriter
 	}
-	if req.Grant > 0 && req.Fresh && !req.Shared {
-		e.grant, e.fence = req.Grant, req.Fence
+	if req.Grant > 0 && req.Fresh && (!req.Shared || req.Limit > 0) {
+		e.grant, e.fence, e.limit = req.Grant, req.Fence, req.Limit
 	}
 	return e
 }
@@ -183,7 +186,7 @@ func (s *keyState) enqueue(e queueEntry) []*keyState {
 		other.queue[i] = e
 		next = append(next, other)
 	}
-	s.queue[i].end, s.queue[i].grant, s.queue[i].fence = e.end, e.grant, e.fence
+	s.queue[i].end, s.queue[i].grant, s.queue[i].fence, s.queue[i].limit = e.end, e.grant, e.fence, e.limit
 	return append(next, s)
 }
 
@@ -282,13 +285,21 @@ func (s *keyState) soonest() window {
 	return end
 }
 
-// permitToken checks the fencing token reported for a permit that the owner's holds h already
-// had (a re-entry, a request sent again): its own, with Fence; none without.
-func permitToken(req locker.AcquireRequest, h ownerHolds, token uint64) string {
+// permitToken checks the fencing token reported for owner's permit, which it had before the
+// call (a re-entry, a request sent again, a grant taken): its own, with Fence (learnt then, for
+// a grant's); none without.
+func (s *keyState) permitToken(req locker.AcquireRequest, owner string, token uint64) string {
+	h := s.holds[owner]
 	switch {
 	case !req.Fence && token != 0:
 		return "a fencing token without Fence"
-	case req.Fence && token != h.token:
+	case !req.Fence:
+	case h.above && token <= h.token:
+		return fmt.Sprintf("token %d, want a granted permit's own, more than %d", token, h.token)
+	case h.above:
+		h.token, h.above = token, false
+		s.holds[owner] = h
+	case token != h.token:
 		return fmt.Sprintf("token %d, want the permit's own, %d", token, h.token)
 	}
 	return ""
@@ -338,11 +349,11 @@ func (s *keyState) String() string {
 	fmt.Fprintf(&b, "limit %d ", s.limitOf())
 	for _, o := range s.owners() {
 		h := s.holds[o]
-		fmt.Fprintf(&b, "%s:%d/%d[%d, %d]#%d ", o, h.w, h.r, h.end.lo.UnixNano(), h.end.hi.UnixNano(), h.token)
+		fmt.Fprintf(&b, "%s:%d/%d[%d, %d]#%d%v ", o, h.w, h.r, h.end.lo.UnixNano(), h.end.hi.UnixNano(), h.token, h.above)
 	}
 	b.WriteString("queue")
 	for _, e := range s.entries() {
-		fmt.Fprintf(&b, " %s:%c[%d, %d]%v%v", e.owner, e.kind, e.end.lo.UnixNano(), e.end.hi.UnixNano(), e.grant, e.fence)
+		fmt.Fprintf(&b, " %s:%c[%d, %d]%v%v%d", e.owner, e.kind, e.end.lo.UnixNano(), e.end.hi.UnixNano(), e.grant, e.fence, e.limit)
 	}
 	fmt.Fprintf(&b, " fence %d %v", s.fence, s.exact)
 	return b.String()
@@ -369,7 +380,7 @@ func (s *keyState) describe(now time.Time) string {
 	for _, e := range s.entries() {
 		fmt.Fprintf(&b, " %s %c ends in [%v, %v]", e.owner, e.kind, e.end.lo.Sub(now), e.end.hi.Sub(now))
 		if e.grant > 0 {
-			fmt.Fprintf(&b, " (grant %v, fence %v)", e.grant, e.fence)
+			fmt.Fprintf(&b, " (grant %v, fence %v, limit %d)", e.grant, e.fence, e.limit)
 		}
 	}
 	fmt.Fprintf(&b, "; fence %d (exact %v)", s.fence, s.exact)

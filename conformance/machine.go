@@ -220,6 +220,7 @@ func (x *machine) run(rt *rapid.T) {
 		steps["AcquirePermit"] = x.acquireStep("permit")
 		steps["AcquirePermitQueued"] = x.acquireStep("permit queued")
 		steps["AcquirePermitAny"] = x.acquireStep("permit any")
+		steps["AcquirePermitGranted"] = x.acquireStep("permit granted")
 	}
 	rt.Repeat(steps)
 }

@@ -31,7 +31,11 @@ func (x *machine) acquireStep(how string) func(t *rapid.T) {
 		if strings.HasPrefix(how, "permit") {
 			req.Limit = x.drawLimit(t, key)
 		}
-		req.Fresh = !reentry && x.drawFresh(t, key, owner)
+		if how == "permit granted" && !reentry && !x.everHeld[[2]string{key, owner}] {
+			// A fresh waiter that asks for a grant: a release of a permit may give it one.
+			req.Fresh, req.Wait, req.Grant = true, x.unit*time.Duration(rapid.IntRange(1, 5).Draw(t, "wait units")), x.unit*time.Duration(rapid.IntRange(1, 5).Draw(t, "grant units"))
+		}
+		req.Fresh = req.Fresh || (!reentry && x.drawFresh(t, key, owner))
 		if a := x.acquire(t, req, "Acquire"); req.ID != "" && a.Acquired() {
 			x.acquired = append(x.acquired, &modelRequest{acquire: req, holds: a.Holds})
 		}

@@ -199,18 +199,49 @@ func (m *model) setLease(s *keyState, owner string, c call, ttl time.Duration) {
 
 // free follows the end of the last hold on the key in s by call c (a release, a take-back, a
 // Dequeue of a grant): when the head of the queue asked for a grant, its owner holds the key,
-// once, with the grant's lease (a new fencing token when it asked for one), and a grant record
-// takes the place of its entry.
+// once, with the grant's lease (a new fencing token when it asked for one), or a permit of the
+// semaphore of the limit it asked for (grantPermit), and a grant record takes the place of its
+// entry.
 func (m *model) free(s *keyState, c call) {
 	if len(s.queue) == 0 || s.queue[0].grant <= 0 {
 		return
 	}
 	head := s.queue[0]
+	if head.limit > 0 {
+		s.limit = head.limit
+		m.grantPermit(s, c)
+		return
+	}
 	s.queue = s.queue[1:]
 	s.holds[head.owner], s.limit = ownerHolds{w: 1}, 0
 	m.setLease(s, head.owner, c, head.grant)
 	if head.fence {
 		s.fence, s.exact = s.fence+1, false // drawn after the latest: at least one more
 	}
+	m.recordGrant(s, head, c)
+}
+
+// grantPermit follows the end of a permit of the semaphore in s by call c, or its first: when
+// the head of the queue asked for a permit of the key's limit and one is free, its owner holds
+// one, once, with the grant's lease (a token of its own, more than the key's latest, when it
+// asked for one), and a grant record takes the place of its entry.
+func (m *model) grantPermit(s *keyState, c call) {
+	if len(s.queue) == 0 || s.queue[0].grant <= 0 || s.queue[0].limit != s.limit || len(s.holds) >= s.limit {
+		return
+	}
+	head := s.queue[0]
+	s.queue = s.queue[1:]
+	h := ownerHolds{r: 1}
+	if head.fence {
+		h.token, h.above = s.fence, true
+		s.fence, s.exact = s.fence+1, false // drawn after the latest: at least one more
+	}
+	s.holds[head.owner] = h
+	m.setLease(s, head.owner, c, head.grant)
+	m.recordGrant(s, head, c)
+}
+
+// recordGrant records, in s, the grant to head by call c, which ends with its lease.
+func (m *model) recordGrant(s *keyState, head queueEntry, c call) {
 	s.grants = append(s.grants, queueEntry{owner: head.owner, kind: grantRecord, end: deadline(c, ceilMillis(head.grant))})
 }

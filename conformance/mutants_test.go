@@ -98,6 +98,8 @@ var mutants = []struct {
 	{"no-permit-notice", "Semaphores/NoticeWakesWaiter"}, // a permit's release wakes nobody
 	{"permit-handoff-keeps-from", "Semaphores/Model"},    // a hand-off adds a permit: n+1 holders
 	{"permit-handoff-keeps-from", "Semaphores/HandOff"},
+	{"no-permit-grant", "Semaphores/Model"}, // a release of a permit wakes every waiter, and grants none
+	{"no-permit-grant", "Semaphores/Grants"},
 }
 
 const mutantEnv = "CONFORMANCE_MUTANT"
@@ -243,6 +245,7 @@ type mutantEntry struct {
 	grant    time.Duration // the lease of the grant it asks for (Granter); 0: none
 	fence    bool
 	id       string // the request that last queued it
+	limit    int    // the grant is of a permit of a semaphore of limit; 0: of the lock
 }
 
 func (e mutantEntry) reader() bool { return e.kind == 's' || e.kind == 'r' }
@@ -369,12 +372,12 @@ func (m *mutant) enqueue(req locker.AcquireRequest) {
 	q := m.queue(req.Key)
 	deadline := time.Now().Add(req.Wait)
 	var grant time.Duration
-	if req.Grant > 0 && req.Fresh && !req.Shared {
+	if req.Grant > 0 && req.Fresh && (!req.Shared || req.Limit > 0) {
 		grant = req.Grant
 	}
 	for i := range q {
 		if q[i].owner == req.Owner {
-			q[i].deadline, q[i].grant, q[i].fence, q[i].id = deadline, grant, req.Fence, req.ID
+			q[i].deadline, q[i].grant, q[i].fence, q[i].id, q[i].limit = deadline, grant, req.Fence, req.ID, req.Limit
 			return
 		}
 	}
@@ -388,28 +391,60 @@ func (m *mutant) enqueue(req locker.AcquireRequest) {
 		kind = 'x'
 	}
 	delete(m.records[req.Key], req.Owner)
-	m.queues[req.Key] = append(q, mutantEntry{req.Owner, kind, deadline, grant, req.Fence, req.ID})
+	m.queues[req.Key] = append(q, mutantEntry{req.Owner, kind, deadline, grant, req.Fence, req.ID, req.Limit})
 }
 
 // free follows the end of the last hold on key: the head of the queue is granted it if it
 // asked for that, and the subscribers are notified. m.mu is held.
 func (m *mutant) free(key string) {
 	q := m.queue(key)
-	if len(q) > 0 && q[0].grant > 0 {
+	switch {
+	case len(q) > 0 && q[0].grant > 0 && q[0].limit > 0:
+		m.locks[key] = &mutantLock{shared: map[string]int{}, until: map[string]time.Time{}, limit: q[0].limit, tokens: map[string]uint64{}}
+		m.permitFreed(key, m.locks[key])
+	case len(q) > 0 && q[0].grant > 0:
 		head := q[0]
 		m.queues[key] = q[1:]
 		m.locks[key] = &mutantLock{owner: head.owner, holds: 1, shared: map[string]int{}, expires: m.lease(head.grant), until: map[string]time.Time{}}
 		if head.fence && m.bug != "grant-keeps-fence" {
 			m.fences[key]++
 		}
-		if m.records[key] == nil {
-			m.records[key] = map[string]time.Time{}
+		m.recordGrant(key, head)
+	default:
+		m.notify(key)
+	}
+}
+
+// permitFreed follows the end of a permit of l, a semaphore on key, or its first (free): the
+// head of the queue is granted a permit if it asked for one of l's limit, else the subscribers
+// are notified. m.mu is held.
+func (m *mutant) permitFreed(key string, l *mutantLock) {
+	q := m.queue(key)
+	if len(q) == 0 || q[0].grant == 0 || q[0].limit != l.limit || len(l.shared) >= l.limit || m.bug == "no-permit-grant" {
+		if m.bug != "no-permit-notice" {
+			m.notify(key)
 		}
-		m.records[key][head.owner] = time.Now().Add(ceilMillis(head.grant))
-		m.notifyAs(key, head.owner, head.id)
 		return
 	}
-	m.notify(key)
+	head := q[0]
+	m.queues[key] = q[1:]
+	l.shared[head.owner] = 1
+	m.setLease(l, head.owner, m.lease(head.grant))
+	if head.fence {
+		m.fences[key]++
+		l.tokens[head.owner] = m.fences[key]
+	}
+	m.recordGrant(key, head)
+}
+
+// recordGrant records the grant to head on key until its lease ends, and notifies head's owner.
+// m.mu is held.
+func (m *mutant) recordGrant(key string, head mutantEntry) {
+	if m.records[key] == nil {
+		m.records[key] = map[string]time.Time{}
+	}
+	m.records[key][head.owner] = time.Now().Add(ceilMillis(head.grant))
+	m.notifyAs(key, head.owner, head.id)
 }
 
 // record removes owner's live grant record on key, if any, and reports whether there was one.
@@ -442,7 +477,7 @@ func (m *mutant) Acquire(ctx context.Context, req locker.AcquireRequest) (locker
 		return locker.Acquisition{}, err
 	}
 	if req.Limit > 0 {
-		req.Shared, req.Grant = true, 0
+		req.Shared = true
 	}
 	l := m.get(key)
 	if done, ok := m.marker(key, req.ID); ok {
@@ -591,11 +626,14 @@ func (m *mutant) Release(ctx context.Context, req locker.ReleaseRequest) (int, e
 		if l.owner == owner {
 			l.owner, l.holds = "", 0
 		}
+		if l.limit > 0 && len(l.shared) > 0 {
+			m.permitFreed(key, l)
+		}
 	case req.Shared:
 		if l.shared[owner]--; l.shared[owner] == 0 {
 			l.leave(owner)
-			if l.limit > 0 && len(l.shared) > 0 && m.bug != "no-permit-notice" {
-				m.notify(key) // a permit is free
+			if l.limit > 0 && len(l.shared) > 0 {
+				m.permitFreed(key, l) // a permit is free
 			}
 		}
 	default:
@@ -754,9 +792,19 @@ func (m *mutant) Dequeue(ctx context.Context, key, owner string) error {
 		}
 	}
 	l := m.get(key)
-	if m.record(key, owner) && l != nil && l.owner == owner && l.holds == 1 && len(l.shared) == 0 && m.bug != "grant-kept-on-dequeue" {
+	granted := m.record(key, owner)
+	switch {
+	case granted && l != nil && l.owner == owner && l.holds == 1 && len(l.shared) == 0 && m.bug != "grant-kept-on-dequeue":
 		delete(m.locks, key) // a grant not taken, given back
 		m.free(key)
+	case granted && l != nil && l.limit > 0 && l.shared[owner] == 1:
+		l.leave(owner) // a permit granted and not taken, given back
+		if len(l.shared) == 0 {
+			delete(m.locks, key)
+			m.free(key)
+		} else {
+			m.permitFreed(key, l)
+		}
 	}
 	return nil
 }

@@ -36,6 +36,7 @@ func (s *suite) semaphores(t *testing.T) {
 		{"Fencing", permitFencing},
 		{"NoticeWakesWaiter", permitNoticeWakesWaiter},
 		{"HandOff", permitHandOff},
+		{"Grants", permitGrants},
 	}
 	for _, p := range props {
 		t.Run(p.name, func(t *testing.T) { s.inCase(t, p.body) })
@@ -421,10 +422,12 @@ func permitFencing(e *env) {
 }
 
 // A waiter whose fallback timers are far away gets the permit that an Unlock frees at once,
-// while the other permits stay taken: only the release notice can have woken it.
+// while the other permits stay taken: only the release notice (or, on a Granter, the grant's)
+// can have woken it. And a plain subscription is told of every release that ends a permit.
 func permitNoticeWakesWaiter(e *env) {
 	t, ctx, key := e.t, background(e.t), e.key("permit-notice")
 	skipWithoutNotices(e, key)
+	permitNotices(e, e.key("permit-notices"))
 	refusals := e.probe.faults.watchRefusals()
 	long := locker.WithTTL(10 * e.ttl) // the holders' leases bound the waiter's timer
 	stays := ok(e.client(long).Acquire(ctx, key, 2))(t)
@@ -541,4 +544,93 @@ func inLine(e *env, c *locker.Client, key string) (*locker.Lease, <-chan leaseOr
 	go acquire()
 	e.settle()
 	return holder, waiting
+}
+
+// permitGrants: on a locker.Granter, a release that ends a permit grants it to the first waiter
+// of the queue that asked for a permit, with a token of its own and the grant's lease, while the
+// other permits stay as they are, and its notice wakes that waiter only; the waiter takes the
+// permit with its next Acquire (its lease reset to its TTL); a waiter that gives up (Dequeue)
+// gives back a permit it did not take.
+func permitGrants(e *env) {
+	g, granter := e.probe.faults.Locker.(locker.Granter)
+	if !granter {
+		e.t.Skip("the backend is no locker.Granter")
+	}
+	t, ctx, key := e.t, background(e.t), e.key("permit-grants")
+	grant := e.ttl / 2
+	req := func(owner, id string) locker.AcquireRequest {
+		return locker.AcquireRequest{Key: key, Owner: owner, TTL: e.ttl, ID: id, Fresh: true, Fence: true, Wait: e.ttl, Grant: grant, Limit: 2}
+	}
+	var tokens []uint64
+	for _, holder := range []string{"holder-1", "holder-2"} {
+		a := ok(g.Acquire(ctx, req(holder, holder)))(t)
+		if !a.Acquired() {
+			t.Fatalf("Acquire by %s of a free permit = %+v", holder, a)
+		}
+		tokens = append(tokens, a.Token)
+	}
+	for _, owner := range []string{"first", "second"} {
+		if a := ok(g.Acquire(ctx, req(owner, owner+"1")))(t); a.Acquired() {
+			t.Fatalf("Acquire by %s with every permit taken = %+v, want a refusal that queues", owner, a)
+		}
+	}
+	first, stop1, err := g.SubscribeAs(ctx, key, "first")
+	ok(0, err)(t)
+	defer stop1()
+	second, stop2, err := g.SubscribeAs(ctx, key, "second")
+	ok(0, err)(t)
+	defer stop2()
+
+	ok(g.Release(ctx, locker.ReleaseRequest{Key: key, Owner: "holder-1", Shared: true}))(t)
+	expectGrant(e, first, "first", "first1")
+	e.settle() // a backend may wake the subscriptions of one notice one after the other
+	select {
+	case <-second:
+		t.Fatal("the grant of a permit to the first waiter woke the second's subscription")
+	default:
+	}
+	st := ok(g.Inspect(ctx, key))(t)
+	if st.Limit != 2 || len(st.Holders) != 2 || st.Holders[0].Owner != "first" || st.Holders[1].Owner != "holder-2" || st.Queued != 1 ||
+		st.Holders[0].TTL > grant+time.Millisecond {
+		t.Fatalf("after the release: %+v, want the first waiter holding a permit with the grant's lease (%v) beside holder-2, the second queued", st, grant)
+	}
+	took := ok(g.Acquire(ctx, req("first", "first2")))(t)
+	if took.Holds != 1 || took.Token <= tokens[1] {
+		t.Fatalf("the first waiter's Acquire after its grant = %+v, want Holds 1 and a token of its own, above %d", took, tokens[1])
+	}
+	if again := ok(g.Acquire(ctx, req("first", "first3")))(t); again.Token != took.Token {
+		t.Fatalf("the granted permit's token: %d, then %d; want its own each time", took.Token, again.Token)
+	}
+	ok(g.Release(ctx, locker.ReleaseRequest{Key: key, Owner: "holder-2", Shared: true}))(t)
+	expectGrant(e, second, "second", "second1")
+	ok(0, g.Dequeue(ctx, key, "second"))(t)
+	if st := ok(g.Inspect(ctx, key))(t); len(st.Holders) != 1 || st.Holders[0].Owner != "first" || st.Queued != 0 {
+		t.Fatalf("after the second waiter gave up its grant: %+v, want the first waiter's permit alone, nobody queued", st)
+	}
+	ok(g.Release(ctx, locker.ReleaseRequest{Key: key, Owner: "first", Shared: true}))(t)
+	if st := ok(g.Inspect(ctx, key))(t); !freeState(st) || st.Queued != 0 {
+		t.Fatalf("after the last permit's release: %+v, want the key free", st)
+	}
+}
+
+// permitNotices checks that a plain subscription of key is told of the release of a permit
+// while another stays, and of the last one's.
+func permitNotices(e *env, key string) {
+	t, ctx, b := e.t, background(e.t), e.probe.faults
+	ch, cancel, err := b.Subscribe(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	for _, owner := range []string{"a", "b"} {
+		ok(b.Acquire(ctx, locker.AcquireRequest{Key: key, Owner: owner, TTL: e.ttl, Limit: 2}))(t)
+	}
+	for _, owner := range []string{"a", "b"} {
+		ok(b.Release(ctx, locker.ReleaseRequest{Key: key, Owner: owner, Shared: true}))(t)
+		select {
+		case <-ch:
+		case <-time.After(e.ttl):
+			t.Fatalf("no notice within a TTL of the release of %s's permit", owner)
+		}
+	}
 }

@@ -17,11 +17,10 @@ func plainRequest(req locker.AcquireRequest) bool {
 	return (!req.Shared || req.Limit > 0) && !req.Fair && req.Wait <= 0
 }
 
-// normalized is req as a backend reads it: a permit request (Limit) is a shared one, and asks for
-// no grant.
+// normalized is req as a backend reads it: a permit request (Limit) is a shared one.
 func normalized(req locker.AcquireRequest) locker.AcquireRequest {
 	if req.Limit > 0 {
-		req.Shared, req.Grant = true, 0
+		req.Shared = true
 	}
 	return req
 }
@@ -93,7 +92,7 @@ func (m *model) freshHolder(w *keyState, req locker.AcquireRequest, a locker.Acq
 	m.setLease(w, req.Owner, c, req.TTL)
 	why := ""
 	if req.Limit > 0 {
-		why = permitToken(req, h, a.Token)
+		why = w.permitToken(req, req.Owner, a.Token)
 	} else {
 		why = w.token(req, false, a.Token)
 	}
@@ -102,6 +101,12 @@ func (m *model) freshHolder(w *keyState, req locker.AcquireRequest, a locker.Acq
 	}
 	if !plainRequest(req) {
 		w.dequeue(req.Owner)
+	} else if req.Limit > 0 && (w.entry(req.Owner) >= 0 || w.record(req.Owner) >= 0) {
+		// A plain permit request need not read the queue: it may leave the owner's entry or
+		// grant record as it is, or end it.
+		ended := w.clone()
+		ended.dequeue(req.Owner)
+		return []*keyState{w, ended}, ""
 	}
 	return []*keyState{w}, ""
 }
@@ -121,7 +126,7 @@ func (m *model) reentered(w *keyState, req locker.AcquireRequest, a locker.Acqui
 	w.holds[req.Owner] = h
 	m.setLease(w, req.Owner, c, req.TTL)
 	if req.Limit > 0 {
-		return unless(w, permitToken(req, h, a.Token))
+		return unless(w, w.permitToken(req, req.Owner, a.Token))
 	}
 	return unless(w, w.token(req, false, a.Token))
 }
@@ -232,7 +237,7 @@ func sentAgain(r *modelRequest, a locker.Acquisition, err error) transition {
 		case a.Holds != r.holds:
 			return nil, fmt.Sprintf("want the first outcome, %d holds, and no change", r.holds)
 		case req.Limit > 0:
-			return unless(w, permitToken(req, h, a.Token))
+			return unless(w, w.permitToken(req, req.Owner, a.Token))
 		default:
 			return unless(w, w.token(req, false, a.Token))
 		}
@@ -269,8 +274,11 @@ func (m *model) released(req locker.ReleaseRequest, r *modelRequest, n int, err 
 		case n != left:
 			return nil, fmt.Sprintf("want %d left", left)
 		}
-		if !s.held() {
+		switch {
+		case !s.held():
 			m.free(s, c) // the head of the queue may be granted the key
+		case left == 0 && s.limit > 0:
+			m.grantPermit(s, c) // or the permit freed
 		}
 		return []*keyState{s}, ""
 	}
@@ -397,7 +405,8 @@ func (m *model) handedOff(req locker.HandOffRequest, a locker.HandOffResult, err
 			}
 			m.setLease(w, req.To, c, req.TTL)
 			if w.limit > 0 {
-				return unless(w, permitToken(fence, w.holds[req.To], a.Token))
+				fence.Owner = req.To
+				return unless(w, w.permitToken(fence, req.To, a.Token))
 			}
 			return unless(w, w.token(fence, false, a.Token))
 		case w.limit > 0 && held.w == 0 && held.r == 1:
@@ -428,11 +437,18 @@ func (m *model) handedOff(req locker.HandOffRequest, a locker.HandOffResult, err
 }
 
 // dequeued is the transition of a Dequeue of owner by call c: its entry ends, and a grant
-// that it did not take is given back, as by its release.
+// that it did not take (a lock held once, or a permit held once) is given back, as by its
+// release.
 func (m *model) dequeued(owner string, c call) transition {
 	return func(w *keyState) ([]*keyState, string) {
-		if h := w.holds[owner]; w.dequeue(owner) && h.w == 1 && h.r == 0 {
-			delete(w.holds, owner)
+		h := w.holds[owner]
+		if !w.dequeue(owner) || !(h.w == 1 && h.r == 0 || w.limit > 0 && h.w == 0 && h.r == 1) {
+			return []*keyState{w}, ""
+		}
+		delete(w.holds, owner)
+		if w.held() {
+			m.grantPermit(w, c)
+		} else {
 			m.free(w, c)
 		}
 		return []*keyState{w}, ""

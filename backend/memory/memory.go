@@ -178,7 +178,7 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	case req.Limit < 0 || req.Limit > MaxLimit:
 		return locker.Acquisition{}, display.Errorf("memory: acquire: limit %d is not within [0, %d]: %w", req.Limit, MaxLimit, locker.ErrInvalid)
 	case req.Limit > 0:
-		req.Shared, req.Grant = true, 0 // a permit is a shared hold, never granted
+		req.Shared = true // a permit is a shared hold
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -372,7 +372,7 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 		if e.owner == req.Owner {
 			e.owner, e.holds = "", 0
 		}
-		b.permitFreed(req.Key, e)
+		b.permitFreed(req.Key, e, now)
 	case req.Shared:
 		r := e.shared[req.Owner]
 		r.holds--
@@ -380,7 +380,7 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 			e.shared[req.Owner] = r
 		} else {
 			e.leave(req.Owner)
-			b.permitFreed(req.Key, e)
+			b.permitFreed(req.Key, e, now)
 		}
 	default:
 		e.holds--
@@ -409,10 +409,11 @@ func (b *Backend) Release(ctx context.Context, req locker.ReleaseRequest) (int, 
 	return left, nil
 }
 
-// permitFreed notifies key's subscribers that a permit of its semaphore e is free, while other
-// permits hold it (the release of the last one notifies as any lock's does).
-func (b *Backend) permitFreed(key string, e *entry) {
-	if e.limit > 0 && len(e.shared) > 0 {
+// permitFreed follows the end of a permit of e, while other permits hold it (the release of the
+// last one frees the key as any lock's does): when the head of key's queue asked for a permit of
+// e's limit, it is granted the permit freed, else key's subscribers are notified.
+func (b *Backend) permitFreed(key string, e *entry, now time.Time) {
+	if e.limit > 0 && len(e.shared) > 0 && !b.grantPermit(key, e, now) {
 		b.notify(key, "", "")
 	}
 }

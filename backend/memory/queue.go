@@ -24,6 +24,7 @@ type waiting struct {
 	deadline time.Time
 	grant    time.Duration // the lease of a grant it asks for (locker.AcquireRequest.Grant); 0: none
 	fence    bool          // the grant draws a fencing token
+	limit    int           // the grant is of a permit of a semaphore of limit; 0: of the lock
 	id       string        // the ID of the request that last queued it, told to it with a grant
 }
 
@@ -123,17 +124,17 @@ func (b *Backend) enqueue(req locker.AcquireRequest, now time.Time) {
 		q.last = deadline
 	}
 	var grant time.Duration
-	if req.Grant > 0 && req.Fresh && !req.Shared {
+	if req.Grant > 0 && req.Fresh && (!req.Shared || req.Limit > 0) {
 		grant, _ = roundTTL("acquire", req.Key, req.Grant)
 	}
 	for i := range q.entries {
-		if q.entries[i].owner == req.Owner {
-			q.entries[i].deadline, q.entries[i].grant, q.entries[i].fence, q.entries[i].id = deadline, grant, req.Fence, req.ID
+		if w := &q.entries[i]; w.owner == req.Owner {
+			w.deadline, w.grant, w.fence, w.id, w.limit = deadline, grant, req.Fence, req.ID, req.Limit
 			return
 		}
 	}
 	q.granted = without(q.granted, req.Owner) // a grant that lapsed: the owner queues anew
-	q.entries = append(q.entries, waiting{owner: req.Owner, kind: kindOf(req), deadline: deadline, grant: grant, fence: req.Fence, id: req.ID})
+	q.entries = append(q.entries, waiting{owner: req.Owner, kind: kindOf(req), deadline: deadline, grant: grant, fence: req.Fence, id: req.ID, limit: req.Limit})
 }
 
 // without returns list without owner's entry, in place.
@@ -190,8 +191,9 @@ func (b *Backend) forgetGrant(key, owner string, now time.Time) {
 }
 
 // grantHead gives key, just freed, to the head of its queue when the head asked for a grant
-// (locker.AcquireRequest.Grant), as the Redis backends' release.lua does, and notifies key's
-// subscribers (of the grantee only, after a grant).
+// (locker.AcquireRequest.Grant): the lock, or a permit of a new semaphore, as the Redis
+// backends' release.lua does, and notifies key's subscribers (of the grantee only, after a
+// grant).
 func (b *Backend) grantHead(key string, now time.Time) {
 	q := b.liveQueue(key, now)
 	if q == nil || len(q.entries) == 0 || q.entries[0].grant == 0 {
@@ -199,12 +201,40 @@ func (b *Backend) grantHead(key string, now time.Time) {
 		return
 	}
 	head := q.entries[0]
-	q.entries = q.entries[1:]
 	if b.locks == nil {
 		b.locks = make(map[string]*entry)
 	}
+	if head.limit > 0 {
+		e := &entry{limit: head.limit}
+		b.locks[key] = e
+		b.grantPermit(key, e, now)
+		return
+	}
+	q.entries = q.entries[1:]
 	b.locks[key] = &entry{owner: head.owner, holds: 1, expires: now.Add(head.grant)}
 	b.advanceFence(locker.AcquireRequest{Key: key, Fence: head.fence})
+	b.recordGrant(key, q, head, now)
+}
+
+// grantPermit gives a permit of the semaphore e on key to the head of key's queue, when the head
+// asked for a permit of e's limit: one shared hold with the grant's lease (and a token of its
+// own, when it asked for one), and notifies the grantee. It reports whether it granted one.
+func (b *Backend) grantPermit(key string, e *entry, now time.Time) bool {
+	q := b.liveQueue(key, now)
+	if q == nil || len(q.entries) == 0 || q.entries[0].grant == 0 || q.entries[0].limit != e.limit || len(e.shared) >= e.limit {
+		return false
+	}
+	head := q.entries[0]
+	q.entries = q.entries[1:]
+	b.addPermit(e, locker.AcquireRequest{Key: key, Owner: head.owner, Fence: head.fence, Limit: e.limit})
+	e.setLease(head.owner, now.Add(head.grant))
+	b.recordGrant(key, q, head, now)
+	return true
+}
+
+// recordGrant records the grant to head (taken out of q.entries) in key's queue, until its
+// lease ends, and notifies the grantee.
+func (b *Backend) recordGrant(key string, q *waitQueue, head waiting, now time.Time) {
 	q.granted = append(q.granted, waiting{owner: head.owner, kind: 'g', deadline: now.Add(head.grant)})
 	q.last = maxTime(q.last, now.Add(head.grant))
 	b.notify(key, head.owner, head.id)
@@ -228,8 +258,8 @@ func (b *Backend) queued(key string, now time.Time) int {
 
 // Dequeue implements [locker.KindLocker]: it takes owner's entry out of key's wait queue, if
 // there is one, and notifies key's subscribers when live entries were behind it. When the entry
-// is a grant record and owner still holds key exclusively, once, that hold is released (and the
-// key passes to the next in the queue, as after a Release).
+// is a grant record and owner still holds key exclusively, or one permit of it, once, that hold
+// is released (and the key, or the permit, passes to the next in the queue, as after a Release).
 func (b *Backend) Dequeue(ctx context.Context, key, owner string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -242,6 +272,14 @@ func (b *Backend) Dequeue(ctx context.Context, key, owner string) error {
 	case granted && e != nil && e.owner == owner && e.holds == 1 && len(e.shared) == 0:
 		delete(b.locks, key)
 		b.grantHead(key, now)
+	case granted && e != nil && e.limit > 0 && e.shared[owner].holds == 1:
+		e.leave(owner)
+		if len(e.shared) == 0 {
+			delete(b.locks, key)
+			b.grantHead(key, now)
+		} else {
+			b.permitFreed(key, e, now)
+		}
 	case behind:
 		b.notify(key, "", "")
 	}

@@ -10,7 +10,8 @@ import (
 
 // Acquire implements [locker.Locker.Acquire] in one call of the schema's acquire function, as
 // locker.AcquireRequest says, shared holds, the wait queue and grants included, and with
-// req.Limit a semaphore's permit, as [locker.Semaphorer] says. A TTL <= 0, a negative Wait, or
+// req.Limit a semaphore's permit, as [locker.Semaphorer] says (a waiting one's entry may ask for
+// the grant of a permit). A TTL <= 0, a negative Wait, or
 // a Limit outside [0, MaxLimit] is refused with an error wrapping [locker.ErrInvalid], nothing
 // sent.
 func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locker.Acquisition, error) {
@@ -35,7 +36,7 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	case req.Limit < 0 || req.Limit > MaxLimit:
 		return locker.Acquisition{}, display.Errorf("postgres: acquire: limit %d is not within [0, %d]: %w", req.Limit, MaxLimit, locker.ErrInvalid)
 	case req.Limit > 0:
-		req.Shared, req.Grant = true, 0 // a permit is a shared hold, never granted
+		req.Shared = true // a permit is a shared hold
 	}
 	if req.Grant > 0 {
 		grant, _ = millis("acquire", req.Grant)

@@ -57,7 +57,8 @@ func SchemaSQL(opts ...Option) string {
 // Migrate creates the Backend's tables and functions if they are missing and replaces its
 // functions with this version's (SchemaSQL), in one transaction, serialised with any other
 // Migrate of the same names. It upgrades a schema of the previous version in place: its holds
-// stay (as locks), the holds table gets the semaphores' columns, and the functions whose
+// stay (as locks), the holds table gets the semaphores' columns and the queue table the limit
+// of a permit's grant (its entries stay, waiting for locks), and the functions whose
 // arguments or results changed (acquire, inspect) are dropped and made anew, so that processes
 // of the previous version fail those calls from then on (docs/postgres.md, "Upgrading"). The
 // schema (WithTable) must exist; the role needs CREATE on it and must own the tables.

@@ -31,8 +31,11 @@ create table if not exists public.locker_queue (
   grant_ms bigint not null,     -- the lease of the grant the entry asks for; 0: none
   fence    boolean not null,    -- the grant draws a fencing token
   rid      bytea,               -- the ID of the request that last queued it
+  lim      int not null default 0, -- the grant asked for is of a permit of a semaphore of lim; 0: of the lock
   primary key (key, owner)
 );
+-- A schema of an earlier version gets the permits' column in place: its entries stay, asking for locks.
+alter table public.locker_queue add column if not exists lim int not null default 0;
 create index if not exists locker_queue_order on public.locker_queue (key, seq);
 create index if not exists locker_queue_deadline on public.locker_queue (deadline);
 
@@ -168,25 +171,66 @@ begin
        and case when fair then not (sh and q.kind in ('s', 'r')) else sh <> (q.kind in ('s', 'r')) end);
 end $$;
 
+-- The previous version's enqueue took no limit.
+drop function if exists public.locker_enqueue(bytea, bytea, int, bigint, bigint, bytea, timestamptz);
+
 -- locker_enqueue puts o at the tail of k's queue for wait_ms, or keeps its place and refreshes it.
-create or replace function public.locker_enqueue(k bytea, o bytea, flags int, wait_ms bigint, grant_ms_ bigint, rid_ bytea, now_ timestamptz) returns void
+-- A fresh request's entry asks for a grant of grant_ms_ when it is exclusive or a permit's (of a
+-- semaphore of lim_).
+create or replace function public.locker_enqueue(k bytea, o bytea, flags int, wait_ms bigint, grant_ms_ bigint, lim_ int, rid_ bytea, now_ timestamptz) returns void
 language plpgsql as $$
 declare
-  g bigint := case when grant_ms_ > 0 and flags & 1 <> 0 and flags & 8 = 0 then grant_ms_ else 0 end;
+  g bigint := case when grant_ms_ > 0 and flags & 1 <> 0 and (flags & 8 = 0 or lim_ > 0) then grant_ms_ else 0 end;
   kind_ "char" := case flags & 24 when 0 then 'w' when 8 then 'r' when 16 then 'x' else 's' end;
 begin
-  update public.locker_queue q set deadline = now_ + wait_ms * interval '1 millisecond', grant_ms = g, fence = flags & 4 <> 0, rid = rid_
+  update public.locker_queue q set deadline = now_ + wait_ms * interval '1 millisecond', grant_ms = g, fence = flags & 4 <> 0, rid = rid_, lim = lim_
    where q.key = k and q.owner = o and q.kind <> 'g' and q.deadline > now_;
   if found then
     return;
   end if;
   delete from public.locker_queue q where q.key = k and q.owner = o; -- a lapsed grant, or a dead entry
-  insert into public.locker_queue (key, owner, kind, deadline, grant_ms, fence, rid)
-  values (k, o, kind_, now_ + wait_ms * interval '1 millisecond', g, flags & 4 <> 0, rid_);
+  insert into public.locker_queue (key, owner, kind, deadline, grant_ms, fence, rid, lim)
+  values (k, o, kind_, now_ + wait_ms * interval '1 millisecond', g, flags & 4 <> 0, rid_, lim_);
+end $$;
+
+-- locker_record_grant makes head's entry of k's queue the record of the grant just given to its
+-- owner, which ends with the grant's lease, and sends the notice of that grant.
+create or replace function public.locker_record_grant(k bytea, head public.locker_queue, now_ timestamptz) returns void
+language plpgsql as $$
+begin
+  update public.locker_queue q set kind = 'g', deadline = now_ + head.grant_ms * interval '1 millisecond', grant_ms = 0, fence = false, rid = null, lim = 0
+   where q.key = k and q.owner = head.owner;
+  perform public.locker_notify(k, head.owner, head.rid);
+end $$;
+
+-- locker_grant_permit follows the end of a permit of k's semaphore of lim_, while others hold
+-- it, or the start of one on k just freed: when the head of k's queue asked for a permit of
+-- lim_ and one is free, its owner gets one (one hold, with the grant's lease, and when it asked
+-- for a fencing token one of its own, drawn from k's counter) and the notice of that grant; else
+-- a plain notice is sent.
+create or replace function public.locker_grant_permit(k bytea, lim_ int, now_ timestamptz) returns void
+language plpgsql as $$
+declare
+  head public.locker_queue;
+  tok bigint := 0;
+begin
+  select * into head from public.locker_queue q where q.key = k and q.kind <> 'g' and q.deadline > now_ order by q.seq limit 1;
+  if not found or head.grant_ms = 0 or head.lim <> lim_ or (select count(*) from public.locker_holds h where h.key = k) >= lim_ then
+    perform public.locker_notify(k, null, null);
+    return;
+  end if;
+  if head.fence then
+    perform public.locker_advance(k, now_);
+    tok := public.locker_token(k, true);
+  end if;
+  insert into public.locker_holds (key, owner, excl, shared, expires, lim, token)
+  values (k, head.owner, 0, 1, now_ + head.grant_ms * interval '1 millisecond', lim_, tok);
+  perform public.locker_record_grant(k, head, now_);
 end $$;
 
 -- locker_grant_head gives k, just freed, to the head of its queue when the head asked for a
--- grant, and sends the notice (of that grant, or of a plain release).
+-- grant: the lock, or a permit of a semaphore of the head's limit (locker_grant_permit); and
+-- sends the notice (of that grant, or of a plain release).
 create or replace function public.locker_grant_head(k bytea, now_ timestamptz) returns void
 language plpgsql as $$
 declare
@@ -196,15 +240,15 @@ begin
   if not found or head.grant_ms = 0 then
     perform public.locker_notify(k, null, null);
     return;
+  elsif head.lim > 0 then
+    perform public.locker_grant_permit(k, head.lim, now_);
+    return;
   end if;
-  delete from public.locker_queue q where q.key = k and q.owner = head.owner;
   insert into public.locker_holds (key, owner, excl, shared, expires) values (k, head.owner, 1, 0, now_ + head.grant_ms * interval '1 millisecond');
   if head.fence then
     perform public.locker_advance(k, now_);
   end if;
-  insert into public.locker_queue (key, owner, kind, deadline, grant_ms, fence, rid)
-  values (k, head.owner, 'g', now_ + head.grant_ms * interval '1 millisecond', 0, false, null);
-  perform public.locker_notify(k, head.owner, head.rid);
+  perform public.locker_record_grant(k, head, now_);
 end $$;
 
 -- locker_ahead reports whether a live entry of k's queue is ahead of owner o's (every live entry
@@ -222,7 +266,8 @@ $$;
 drop function if exists public.locker_acquire(bytea, bytea, bigint, bytea, int, bigint, bigint);
 
 -- locker_acquire is locker.Locker.Acquire, and with lim_ > 0 the request of a permit of the
--- semaphore of lim_ (locker.Semaphorer; the caller sets Shared and no grant). flags: 1 Fresh,
+-- semaphore of lim_ (locker.Semaphorer; the caller sets Shared), whose entry may ask for a
+-- grant of a permit. flags: 1 Fresh,
 -- 2 Reentry, 4 Fence, 8 Shared, 16 Fair. r_holds is -1 for a re-entry of a hold o does not have
 -- (ErrNotHeld), -2 for an upgrade, -3 when k is held with another limit (ErrLimitMismatch; r_taken
 -- is then k's limit, 0: a lock). r_taken is, for a refused permit request, the permits taken.
@@ -301,7 +346,7 @@ begin
     end if;
     if not admitted then
       if wait_ms > 0 then
-        perform public.locker_enqueue(k, o, flags, wait_ms, grant_ms_, rid, now_);
+        perform public.locker_enqueue(k, o, flags, wait_ms, grant_ms_, lim_, rid, now_);
       end if;
       if held > 0 and lim_ > 0 then -- when the soonest permit may be free
         select (extract(epoch from min(h.expires) - now_) * 1000000)::bigint into r_ttl_us from public.locker_holds h where h.key = k;
@@ -346,7 +391,9 @@ end $$;
 
 -- locker_release is locker.Locker.Release: the holds o has left, -1 when it holds none to
 -- release (ErrNotHeld). flags: 1 Fresh, 2 Undo, 8 Shared (a permit's too). The release of a
--- permit's last hold sends a notice, as the release of the key's last hold does.
+-- permit's last hold, while other permits remain, gives it to the head of the queue when the
+-- head asked for a permit (locker_grant_permit), else sends a notice, as the release of the
+-- key's last hold does.
 create or replace function public.locker_release(key_ bytea, o bytea, rid bytea, flags int, reply_ms bigint, out r_left int)
 language plpgsql as $$
 declare
@@ -404,7 +451,7 @@ begin
     delete from public.locker_queue q where q.key = k and q.owner = o and q.kind = 'g'; -- the grant was taken, and is over
     perform public.locker_grant_head(k, now_);
   elsif r_left = 0 and mine.lim > 0 then
-    perform public.locker_notify(k, null, null); -- a permit is free, others still held
+    perform public.locker_grant_permit(k, mine.lim, now_); -- a permit is free, others still held
   end if;
 end $$;
 
@@ -466,17 +513,26 @@ begin
   return found;
 end $$;
 
--- locker_dequeue is locker.KindLocker.Dequeue.
+-- locker_dequeue is locker.KindLocker.Dequeue: a grant o did not take, the lock held once or a
+-- permit held once, is given back, and passes on as after its release.
 create or replace function public.locker_dequeue(key_ bytea, o bytea) returns void
 language plpgsql as $$
 declare
   k bytea := sha256(key_);
   now_ timestamptz := public.locker_enter(k);
   removed int := public.locker_remove(k, o, now_);
+  mine public.locker_holds;
 begin
-  if removed = 2 and exists (select 1 from public.locker_holds h where h.key = k and h.owner = o and h.excl = 1 and h.shared = 0) then
-    delete from public.locker_holds h where h.key = k and h.owner = o; -- the grant, given back
-    perform public.locker_grant_head(k, now_);
+  if removed = 2 then
+    select * into mine from public.locker_holds h where h.key = k and h.owner = o;
+    if found and ((mine.excl = 1 and mine.shared = 0) or (mine.lim > 0 and mine.shared = 1)) then
+      delete from public.locker_holds h where h.key = k and h.owner = o; -- the grant, given back
+      if not exists (select 1 from public.locker_holds h where h.key = k) then
+        perform public.locker_grant_head(k, now_);
+      elsif mine.lim > 0 then
+        perform public.locker_grant_permit(k, mine.lim, now_);
+      end if;
+    end if;
   elsif removed = 1 then
     perform public.locker_notify(k, null, null);
   end if;

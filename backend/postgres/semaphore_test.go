@@ -25,8 +25,10 @@ import (
 var previousSchema string
 
 // Migrate upgrades a schema of the previous version in place: the holds taken through its
-// functions stay, as locks (a writer's, two readers'); the previous acquire, which knows no
-// limit, is gone; semaphores work at once; and Migrate run again changes nothing.
+// functions stay, as locks (a writer's, two readers'), and so does a waiter's queue entry that
+// asked for a grant, which the writer's release then grants the lock; the previous acquire,
+// which knows no limit, is gone; semaphores work at once; and Migrate run again changes
+// nothing.
 func TestMigrateUpgradesInPlace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -36,14 +38,17 @@ func TestMigrateUpgradesInPlace(t *testing.T) {
 	if _, err := pool.Exec(ctx, postgres.Rename(schema, previousSchema)); err != nil {
 		t.Fatalf("the previous schema: %v", err)
 	}
-	oldAcquire := postgres.Rename(schema, "select r_holds from public.locker_acquire($1, $2, 60000, null, $3, 0, 0)")
+	// $4 is the request's Wait and Grant, in milliseconds.
+	oldAcquire := postgres.Rename(schema, "select r_holds from public.locker_acquire($1, $2, 60000, null, $3, $4, $4)")
 	for _, h := range []struct {
 		key, owner string
 		flags      int32
-	}{{"old-lock", "w", 1}, {"old-read", "r1", 9}, {"old-read", "r2", 9}} {
+		wait       int64
+		holds      int
+	}{{"old-lock", "w", 1, 0, 1}, {"old-read", "r1", 9, 0, 1}, {"old-read", "r2", 9, 0, 1}, {"old-lock", "waiter", 5, 60000, 0}} {
 		var holds int
-		if err := pool.QueryRow(ctx, oldAcquire, []byte(h.key), []byte(h.owner), h.flags).Scan(&holds); err != nil || holds != 1 {
-			t.Fatalf("the previous acquire of %s by %s = %d, %v; want 1 hold", h.key, h.owner, holds, err)
+		if err := pool.QueryRow(ctx, oldAcquire, []byte(h.key), []byte(h.owner), h.flags, h.wait).Scan(&holds); err != nil || holds != h.holds {
+			t.Fatalf("the previous acquire of %s by %s = %d, %v; want %d holds", h.key, h.owner, holds, err, h.holds)
 		}
 	}
 
@@ -69,7 +74,7 @@ func TestMigrateUpgradesInPlace(t *testing.T) {
 	wantHolders("old-read", true, "r1", "r2")
 
 	var pe *pgconn.PgError
-	if _, err := pool.Exec(ctx, oldAcquire, []byte("old-lock"), []byte("x"), int32(1)); !errors.As(err, &pe) || pe.Code != "42883" {
+	if _, err := pool.Exec(ctx, oldAcquire, []byte("old-lock"), []byte("x"), int32(1), int64(0)); !errors.As(err, &pe) || pe.Code != "42883" {
 		t.Fatalf("the previous acquire after Migrate: %v, want undefined_function (42883): it would pass over semaphores", err)
 	}
 	permit := func(key, owner string) (locker.Acquisition, error) {
@@ -94,8 +99,16 @@ func TestMigrateUpgradesInPlace(t *testing.T) {
 		t.Fatalf("the semaphore after Migrate again: %+v, %v; want its 2 permits", st, err)
 	}
 	wantHolders("old-lock", false, "w")
+	if st, err := b.Inspect(ctx, "old-lock"); err != nil || st.Queued != 1 {
+		t.Fatalf("Inspect(old-lock) after Migrate = %+v, %v; want the previous version's waiter queued", st, err)
+	}
 	if left, err := b.Release(ctx, locker.ReleaseRequest{Key: "old-lock", Owner: "w"}); err != nil || left != 0 {
 		t.Fatalf("Release of the previous version's lock = %d, %v; want 0 left", left, err)
+	}
+	wantHolders("old-lock", false, "waiter") // granted the lock, with its grant's lease
+	a, err := b.Acquire(ctx, locker.AcquireRequest{Key: "old-lock", Owner: "waiter", TTL: time.Minute, Fresh: true, Fence: true, Wait: time.Minute, Grant: time.Minute})
+	if err != nil || a.Holds != 1 || a.Token == 0 {
+		t.Fatalf("the waiter's Acquire after its grant = %+v, %v; want the lock granted, Holds 1, a fencing token", a, err)
 	}
 }
 

@@ -127,22 +127,14 @@ func (s section) heldUntil() int64 {
 
 // Check checks that ops (the merged histories of every process) are the history of one
 // readers/writer lock: linearizable with respect to LockModel (by porcupine), without an
-// exclusive critical section that certainly overlaps another section (exclusive or shared;
-// shared sections may overlap each other), each process alternating acquire and release of one
-// kind, and with opts.Fenced, tokens as Options.Fenced describes. A history without shared
-// operations is that of a plain lock.
-//
-// Sections are ordered by the return of their acquires: when exclusion holds, a section's
-// acquire returns before its release is called, which comes before the next exclusive holder's
-// acquire takes effect (or the next shared one, after an exclusive section), so that order is
-// the order in which the lock granted exclusive sections and the readers between them.
-//
-// A history whose operations are a semaphore's (Op.Limit, the same in every one) is checked as
-// that of one semaphore: linearizable with respect to SemaphoreModel, never more sections than
-// its permits certainly held at one instant (a check of the same property without porcupine,
-// which names them), each process alternating acquire and release, and with opts.Fenced,
-// tokens as Options.Fenced describes. Its sections' order says nothing of the order in which
-// permits were granted: holders come and go independently.
+// exclusive critical section that certainly overlaps another section (shared ones may overlap
+// each other), each process alternating acquire and release of one kind, and with
+// opts.Fenced, tokens as Options.Fenced describes. Sections are ordered by the return of their
+// acquires: the order in which the lock granted exclusive sections and the readers between them.
+// A history of a semaphore's operations (Op.Limit, the same in every one) is checked likewise
+// against SemaphoreModel, with never more sections than its permits certainly held at one
+// instant (named when it fails); its sections' order says nothing of the order of the grants.
+// More in check.go's comments.
 func Check(ops []Op, opts Options) *Result {
 	if opts.Timeout <= 0 {
 		opts.Timeout = time.Minute
