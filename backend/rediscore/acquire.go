@@ -53,7 +53,7 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	case req.Limit < 0 || req.Limit > MaxLimit:
 		return locker.Acquisition{}, display.Errorf("%s: acquire: limit %d is not within [0, %d]: %w", b.prefix, req.Limit, MaxLimit, locker.ErrInvalid)
 	case req.Limit > 0:
-		req.Shared, req.Grant = true, 0 // a permit is a shared hold, never granted
+		req.Shared = true // a permit is a shared hold
 	}
 	permit := req.Limit > 0
 	queued := req.Shared || req.Fair || req.Wait > 0
@@ -70,7 +70,7 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	}
 	var names [4]string
 	companionNames(req.Key, suffixes, [4]string{req.ID}, &names)
-	buf := make([]string, 11) // keys and args in one allocation: at most 4 keys, then 7 args
+	buf := make([]string, 12) // keys and args in one allocation: at most 4 keys, then 8 args
 	keys := buf[:1:4]
 	keys[0] = req.Key
 	for _, name := range names[:3] {
@@ -86,10 +86,10 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 			wait = formatMillis(req.Wait, &lastWait)
 		}
 		args = append(buf[4:4], req.Owner, millis(req.TTL), flags, wait, names[3])
-		switch {
-		case permit:
+		if permit {
 			args = append(args, strconv.Itoa(req.Limit))
-		case req.Grant > 0:
+		}
+		if req.Grant > 0 {
 			args = append(args, formatMillis(req.Grant, &lastGrant), req.ID)
 		}
 	} else {

@@ -167,6 +167,9 @@ func kindsLikeMemory(rt *rapid.T) {
 			if rapid.Bool().Draw(t, "wait") {
 				req.Wait = time.Duration(rapid.IntRange(1, 5).Draw(t, "wait units")) * unit
 			}
+			if rapid.Bool().Draw(t, "grant") { // asked for by a fresh request that waits, else ignored
+				req.Grant = time.Duration(rapid.IntRange(1, 5).Draw(t, "grant units")) * unit
+			}
 			acquire(t, req, "Acquire")
 		},
 		"HandOff": func(t *rapid.T) {

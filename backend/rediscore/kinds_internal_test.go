@@ -107,8 +107,8 @@ func TestUpgradeError(t *testing.T) {
 	}
 }
 
-// A permit request (Limit) is sent as a shared one that passes the queue, with 'p' and its
-// limit in place of a grant (which it never asks for); it reads {holds, token, taken}. A limit
+// A permit request (Limit) is sent as a shared one that passes the queue, with 'p', its limit,
+// then the grant's lease and the ID when it asks for one; it reads {holds, token, taken}. A limit
 // below 0 or over MaxLimit is refused before any call, and WRONGLIMIT wraps
 // locker.ErrLimitMismatch.
 func TestPermitRequest(t *testing.T) {
@@ -124,8 +124,16 @@ func TestPermitRequest(t *testing.T) {
 	if want := []string{"k", MarkerKey("k", "i"), QueueKey("k")}; !slices.Equal(got.keys, want) {
 		t.Errorf("keys %q, want %q", got.keys, want)
 	}
-	if want := []string{"o", "1000", "mnsqp", "0", Channel("k"), "3"}; !slices.Equal(got.args, want) {
+	if want := []string{"o", "1000", "mnsqp", "0", Channel("k"), "3", "1000", "i"}; !slices.Equal(got.args, want) {
 		t.Errorf("args %q, want %q", got.args, want)
+	}
+	plain := req
+	plain.Grant, plain.ID, plain.Wait = 0, "", 1500*time.Millisecond
+	if _, err := b.Acquire(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := d.recorded()[1].args, []string{"o", "1000", "nsqp", "1500", Channel("k"), "3"}; !slices.Equal(got, want) {
+		t.Errorf("args %q, want %q", got, want)
 	}
 	d.replies["acquire"] = Reply{Array: []int64{2, 77, 0}}
 	if a, err := b.Acquire(ctx, req); err != nil || a != (locker.Acquisition{Holds: 2, Token: 77}) {

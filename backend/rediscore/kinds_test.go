@@ -647,9 +647,12 @@ func TestKindsQueueNotALock(t *testing.T) {
 		for i, setup := range [][]string{
 			{"SET", "v"},
 			{"RPUSH", "a", "b"},
-			{"HSET", "f", "1"},                 // a hash without the counter
-			{"HSET", "", "x"},                  // a counter that is not a number
-			{"HSET", "", "3", "o", "1:y:1000"}, // an entry that is not one
+			{"HSET", "f", "1"},                          // a hash without the counter
+			{"HSET", "", "x"},                           // a counter that is not a number
+			{"HSET", "", "3", "o", "1:y:1000"},          // an entry that is not one
+			{"HSET", "", "3", "o", "1:x:1000:p2:500:i"}, // a writer's entry asking for a permit
+			{"HSET", "", "3", "o", "1:r:1000:p2:"},      // a permit asked for without a lease
+			{"HSET", "", "3", "o", "1:s:1000:p0:500:i"}, // a permit of a semaphore of 0
 		} {
 			k := fmt.Sprintf("{kinds}:nq%d", i)
 			q := rediscore.QueueKey(k)

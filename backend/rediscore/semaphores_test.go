@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashlock/locker"
+	"github.com/hashlock/locker/backend/rediscore"
 )
 
 // The layout of semaphores on the server (lua/lib.lua) and their edge cases, as kinds_test.go
@@ -329,6 +330,98 @@ func TestSemaphoreQueue(t *testing.T) {
 		}
 		if r := e.acquire(t, req("F2", true)); r.Holds != 0 || r.Taken != 3 {
 			t.Fatalf("F2 while 3 of 3 are taken = %+v, want refused", r)
+		}
+	})
+}
+
+// A fresh permit request that waits may ask for a grant: its queue entry names the permit's
+// limit (":p<n>" before the grant's lease); the release that ends a permit while the entry is at
+// the head gives it one (its own lease and token; a grant record in place of its entry) and wakes
+// it alone; the release of the last permit does so with a new semaphore; a Dequeue of the grantee
+// gives the permit back, to the next one. An entry that asked for no grant gets a plain notice.
+func TestSemaphoreGrants(t *testing.T) {
+	onBoth(t, func(t *testing.T, e *kindEnv) {
+		const k = "{sem}:grants"
+		req := func(owner string, grant time.Duration) locker.AcquireRequest {
+			return locker.AcquireRequest{Key: k, Owner: owner, TTL: time.Minute, ID: "id-" + owner, Fresh: true, Fence: true,
+				Limit: 2, Wait: time.Minute, Grant: grant}
+		}
+		a, b := e.acquire(t, req("A", 0)), e.acquire(t, req("B", 0))
+		for _, o := range []string{"W1", "W2", "W3"} {
+			grant := 5 * time.Second
+			if o == "W2" {
+				grant = 0
+			}
+			if r := e.acquire(t, req(o, grant)); r.Holds != 0 {
+				t.Fatalf("%s while 2 of 2 are taken = %+v, want refused", o, r)
+			}
+		}
+		q := e.hash(t, rediscore.QueueKey(k))
+		if !strings.HasPrefix(q["W1"], "1:r:") || !strings.HasSuffix(q["W1"], ":p2:5000f:id-W1") ||
+			!strings.HasPrefix(q["W2"], "2:r:") || strings.Count(q["W2"], ":") != 2 {
+			t.Fatalf("queue %v: want W1's entry asking for a permit of 2 (lease 5000 ms, a token, its ID), W2's for none", q)
+		}
+		l := e.listen(t, k)
+		e.release(t, locker.ReleaseRequest{Key: k, Owner: "A", Shared: true}, 0)
+		if got := l.next(t); got != k+"\n5:id-W1W1" {
+			t.Fatalf("the release of A's permit: notice %q, want the grant to W1", got)
+		}
+		_, fields := e.permits(t, k)
+		w1 := uint64(fields["W1"].token)
+		if len(fields) != 2 || fields["B"].holds != 1 || fields["W1"].holds != 1 || w1 <= b.Token || b.Token <= a.Token {
+			t.Fatalf("holders %+v after the grant: want B's permit and W1's, whose token is above B's, %d", fields, b.Token)
+		}
+		if got, _ := e.entries(t, k); got["W1"] != "1:g" {
+			t.Fatalf("queue %v: want a grant record of W1", got)
+		}
+		st := e.inspect(t, k)
+		if st.Queued != 2 || len(st.Holders) != 2 || st.Holders[1].Owner != "W1" || st.Holders[1].TTL > 5*time.Second || st.Holders[1].TTL <= 4*time.Second {
+			t.Fatalf("Inspect = %+v, want B and W1 (the grant's lease, 5s), W2 and W3 queued", st)
+		}
+		if took := e.acquire(t, req("W1", 5*time.Second)); took.Holds != 1 || took.Token != w1 {
+			t.Fatalf("W1 takes its grant: %+v, want 1 hold and its token %d", took, w1)
+		}
+		if d := fields["W1"].end; e.wantPermits(t, k, 2, map[string]int{"B": 1, "W1": 1}, map[string]uint64{"B": b.Token, "W1": w1})["W1"].end <= d {
+			t.Fatal("W1's lease was not reset to its TTL when it took its grant")
+		}
+
+		e.release(t, locker.ReleaseRequest{Key: k, Owner: "B", Shared: true}, 0)
+		l.notice(t, k, "a permit's release with W2, which asked for no grant, at the head")
+		if r := e.acquire(t, req("W2", 0)); r.Holds != 1 {
+			t.Fatalf("W2 after the notice = %+v, want the permit", r)
+		}
+		e.release(t, locker.ReleaseRequest{Key: k, Owner: "W1", Shared: true}, 0)
+		if got := l.next(t); got != k+"\n5:id-W3W3" {
+			t.Fatalf("the release of W1's permit: notice %q, want the grant to W3", got)
+		}
+		if err := e.b.Dequeue(t.Context(), k, "W3"); err != nil {
+			t.Fatal(err)
+		}
+		l.notice(t, k, "W3's grant given back")
+		if st := e.inspect(t, k); len(st.Holders) != 1 || st.Holders[0].Owner != "W2" || st.Queued != 0 {
+			t.Fatalf("Inspect after W3 gave its grant back = %+v, want W2 alone, nobody queued", st)
+		}
+		e.release(t, locker.ReleaseRequest{Key: k, Owner: "W2", Shared: true}, 0)
+		l.notice(t, k, "the last permit's release, nobody queued")
+
+		// The last permit's release gives the key to the head that asked for a permit: the first
+		// permit of a new semaphore.
+		const k1 = "{sem}:grants1"
+		one := func(owner string) locker.AcquireRequest {
+			return locker.AcquireRequest{Key: k1, Owner: owner, TTL: time.Minute, ID: "id-" + owner, Fresh: true, Limit: 1, Wait: time.Minute, Grant: time.Second}
+		}
+		e.acquire(t, one("X"))
+		if r := e.acquire(t, one("Y")); r.Holds != 0 {
+			t.Fatalf("Y with 1 of 1 taken = %+v, want refused", r)
+		}
+		l1 := e.listen(t, k1)
+		e.release(t, locker.ReleaseRequest{Key: k1, Owner: "X", Shared: true}, 0)
+		if got := l1.next(t); got != k1+"\n4:id-YY" {
+			t.Fatalf("the release of the last permit: notice %q, want the grant to Y", got)
+		}
+		e.wantPermits(t, k1, 1, map[string]int{"Y": 1}, nil)
+		if st := e.inspect(t, k1); st.Limit != 1 || len(st.Holders) != 1 || st.Holders[0].TTL > time.Second {
+			t.Fatalf("Inspect = %+v, want Y's permit of a semaphore of 1, with the grant's lease", st)
 		}
 	})
 }

@@ -14,10 +14,10 @@
 -- ARGV[4]      with 'q': how long a refused request waits in the queue, in ms ('0': it does not)
 -- ARGV[5]      with 'q': the lock's notice channel (in the lock's cluster slot)
 -- ARGV[6]      with 'q': the lease in ms of a grant that a refused fresh exclusive request that
---              waits asks for (locker.AcquireRequest.Grant; absent or '0': none); with 'p'
---              instead, the semaphore's number of permits n, a positive integer (a permit asks
---              for no grant)
--- ARGV[7]      with the grant's ARGV[6]: the request's ID (locker.AcquireRequest.ID; may be empty)
+--              waits asks for (locker.AcquireRequest.Grant; absent or '0': none)
+-- ARGV[7]      with ARGV[6]: the request's ID (locker.AcquireRequest.ID; may be empty)
+--              With 'p', ARGV[6] is the semaphore's number of permits n, a positive integer, and
+--              ARGV[7] and ARGV[8] are the grant's lease and the ID: of a permit of n.
 -- A marker lives 20000 ms (locker.RequestWindow).
 -- Returns holds: the owner's hold count after the call, exclusive and shared together (>= 1),
 -- when acquired or re-entered; or, when refused, minus the holder's remaining lease in ms (the
@@ -51,7 +51,8 @@
 -- fencing, every new permit draws a new token, kept with its holder's field: its re-entries, and
 -- the request sent again, report it. When a granted permit request leaves the queue with
 -- entries behind it and a permit is still free, a notice wakes them. A refused one that waits
--- queues as a shared request ('s' or 'r').
+-- queues as a shared request ('s' or 'r'); a fresh one may ask for a grant of a permit of n
+-- (lib.lua, grant: the release that ends a permit, or frees the key, gives it).
 -- A fresh owner that finds itself holding the key was granted it by a release (or this is its
 -- request sent again): the lease is reset and its grant record ends.
 -- A request sent again changes nothing: a fresh owner's is recognised by its hold (no marker is
@@ -227,11 +228,12 @@ if wait > 0 then
   if fair then
     kind = shared and 's' or 'x'
   end
-  local grant = not shared and tonumber(ARGV[6] or '0') or 0
+  local at = limit > 0 and 7 or 6 -- the grant's arguments
+  local grant = (limit > 0 or not shared) and tonumber(ARGV[at] or '0') or 0
   if grant == 0 or not fresh then
     grant = nil
   end
-  enqueue(q, owner, kind, wait, grant, fence ~= nil, ARGV[7] or '')
+  enqueue(q, owner, kind, wait, grant, fence ~= nil, ARGV[at + 1] or '', limit > 0 and limit or nil)
 end
 if state == 'free' then
   return reply(0, 0) -- free, but others are ahead in the queue

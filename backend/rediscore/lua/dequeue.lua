@@ -1,8 +1,9 @@
 -- Take an owner's entry out of a lock's wait queue (a waiter that gives up; lib.lua has the
 -- layout), and send a release notice when live entries were behind it: they may be let in now.
--- When the entry is a grant record (a release granted the owner the key, and the owner did not
--- confirm it) and the owner still holds the key exclusively, once, that hold is released as
--- release.lua would: the key passes to the next in the queue.
+-- When the entry is a grant record (a release granted the owner the key, or a permit of it, and
+-- the owner did not confirm it) and the owner still holds the key exclusively, or one permit of
+-- it, once, that hold is released as release.lua would: the key, or the permit, passes to the
+-- next in the queue.
 -- KEYS[1]  the lock's wait queue
 -- KEYS[2]  the lock
 -- KEYS[3]  the lock's fencing counter
@@ -22,6 +23,13 @@ local live, behind, granted = dequeue(q, owner)
 if granted then
   if state == 'exclusive' and redis.call('hget', lock, owner) == '1' then
     free(lock, channel, q, KEYS[3], latest)
+  elseif state == 'shared' then
+    local rs = readReaders(lock)
+    if rs.limit > 0 and rs.holds[owner] == 1 and rs.live > 1 then
+      leavePermit(rs, owner, q, lock, channel, KEYS[3], latest) -- the permit granted, given back
+    elseif rs.limit > 0 and rs.holds[owner] == 1 then
+      free(lock, channel, q, KEYS[3], latest) -- the last permit
+    end
   end
   return 1
 end

@@ -48,9 +48,7 @@ if state == 'shared' then
   if rs.limit > 0 and rs.holds[from] == 1 then
     -- From's permit, held once, passes to To: its field goes, To's comes with a lease of its own
     -- (and a new token), and no other holder changes.
-    rs.holds[from], rs.live = nil, rs.live - 1
-    rs.ended = rs.ended or {}
-    rs.ended[#rs.ended + 1] = from
+    dropReader(rs, from)
     local token = fence and drawToken(fence, latest)
     writeReaders(rs, to, 1, ARGV[3], token and string.format('%d', token))
     dequeue(q, to)

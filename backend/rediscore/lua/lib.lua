@@ -233,6 +233,15 @@ local function writeReaders(s, owner, r, ms, token)
   end
   return true
 end
+-- dropReader takes owner's holds out of s (readReaders), as if its lease had ended: its field
+-- goes at the next writeReaders.
+local function dropReader(s, owner)
+  if s.holds[owner] then
+    s.holds[owner], s.live = nil, s.live - 1
+    s.ended = s.ended or {}
+    s.ended[#s.ended + 1] = owner
+  end
+end
 -- leaseLeft returns the remaining lease, in ms, of owner, a reader whose lease runs in the lock
 -- read as s (readReaders): its own end's, rounded up, or the key's TTL (PTTL is 0 in the lease's
 -- last millisecond: 1; 0 when the key has no TTL, someone made it persistent).
@@ -362,12 +371,20 @@ local function loadQueue(key)
   local now = clock(q)
   for i = 1, #fields, 2 do
     if fields[i] ~= '' then
-      local ticket, kind, deadline, grant, fence, id = fields[i + 1]:match('^(%d+):([xswrg]):(%d+):?(%d*)(f?):?(.*)$')
-      if not ticket or (grant == '' and (fence ~= '' or id ~= '')) then
+      local ticket, kind, deadline, rest = fields[i + 1]:match('^(%d+):([xswrg]):(%d+)(.*)$')
+      local limit = rest and rest:match('^:p([1-9]%d*):')
+      if limit then
+        rest = rest:sub(#limit + 3) -- after ':p<n>'
+      end
+      local grant, fence, id = '', '', ''
+      if rest then
+        grant, fence, id = rest:match('^:?(%d*)(f?):?(.*)$')
+      end
+      if not ticket or (grant == '' and (fence ~= '' or id ~= '')) or (limit and not (grant ~= '' and (kind == 's' or kind == 'r'))) then
         return redis.error_reply('NOTALOCK the wait queue of the key has an entry that is not one')
       end
       local e = {owner = fields[i], ticket = tonumber(ticket), kind = kind, deadline = tonumber(deadline),
-        grant = tonumber(grant), fence = fence == 'f', id = id}
+        grant = tonumber(grant), fence = fence == 'f', id = id, limit = tonumber(limit)}
       if e.deadline <= now then
         q.dead[#q.dead + 1] = e.owner
       elseif kind == 'g' then
@@ -384,6 +401,9 @@ end
 local function entryValue(e)
   local v = string.format('%d:%s:%d', e.ticket, e.kind, e.deadline)
   if e.grant and e.kind ~= 'g' then
+    if e.limit then
+      v = v .. string.format(':p%d', e.limit)
+    end
     v = v .. string.format(':%d', e.grant)
     if e.fence then
       v = v .. 'f'
@@ -451,10 +471,11 @@ local function forget(list, owner)
   return nil
 end
 -- enqueue puts owner at the tail of q with kind for wait ms (asking for a grant with that lease
--- in ms when grant is a number, with a fencing token when fence, for the request with ID id), or,
--- when it has a live entry, keeps its place (and kind) and sets its deadline to wait ms from now
--- and its grant as asked. A grant record of owner's (a grant that lapsed) is replaced.
-local function enqueue(q, owner, kind, wait, grant, fence, id)
+-- in ms when grant is a number, with a fencing token when fence, for the request with ID id: of
+-- a permit of a semaphore of limit when limit is a number, else of the lock), or, when it has a
+-- live entry, keeps its place (and kind) and sets its deadline to wait ms from now and its grant
+-- as asked. A grant record of owner's (a grant that lapsed) is replaced.
+local function enqueue(q, owner, kind, wait, grant, fence, id, limit)
   local deadline = clock(q) + wait
   local entry
   for _, e in ipairs(q.entries) do
@@ -471,7 +492,7 @@ local function enqueue(q, owner, kind, wait, grant, fence, id)
     q.entries[#q.entries + 1] = entry
     q.exists = true
   end
-  entry.grant, entry.fence, entry.id = grant, fence, id
+  entry.grant, entry.fence, entry.id, entry.limit = grant, fence, id, grant and limit
   redis.call('hset', q.key, owner, entryValue(entry))
   tidy(q)
 end
@@ -490,26 +511,37 @@ local function dequeue(q, owner)
   end
   return i ~= nil, i ~= nil and i <= #q.entries, granted ~= nil
 end
--- grant gives the free lock to the head of q when the head asked for a grant: one exclusive hold
--- of its owner with the lease it asked for (and a new fencing token, drawn after latest into the
--- counter at fence, when it asked for one), and a grant record in place of its entry. It
--- returns the owner, or nil when the head asked for none (or q is empty).
-local function grant(q, lock, fence, latest)
+-- grant gives the lock to the head of q when the head asked for a grant that it can give: the
+-- lock free (s nil), one exclusive hold of its owner with the lease it asked for, or, for an
+-- entry that asked for a permit, the first permit of a new semaphore of the limit it asked for;
+-- the semaphore read as s (readReaders, a permit free), a permit when the head asked for one of
+-- s's limit (s is spent then). A new fencing token is drawn after latest into the counter at fence
+-- when the head asked for one (a permit keeps it with its holder). A grant record takes the place
+-- of the head's entry, and the notice on channel names its owner and the request ID of its
+-- entry: "<lock>\n<length of the ID>:<ID><owner>". It reports whether it granted.
+local function grant(q, lock, channel, fence, latest, s)
   local head = q.entries[1]
-  if not head or not head.grant then
-    return nil
+  if not head or not head.grant or (s and head.limit ~= s.limit) then
+    return false
   end
-  redis.call('hset', lock, '', MARK, head.owner, 1)
-  redis.call('pexpire', lock, head.grant)
-  if head.fence and fence then
-    drawToken(fence, latest)
+  local token = head.fence and fence and drawToken(fence, latest)
+  if head.limit then
+    if not s then
+      redis.call('hset', lock, '', PERMITS .. head.limit)
+      s = newReaders(lock, head.limit)
+    end
+    writeReaders(s, head.owner, 1, head.grant, token and string.format('%d', token))
+  else
+    redis.call('hset', lock, '', MARK, head.owner, 1)
+    redis.call('pexpire', lock, head.grant)
   end
   table.remove(q.entries, 1)
   head.kind, head.deadline = 'g', clock(q) + head.grant
   q.granted[#q.granted + 1] = head
   redis.call('hset', q.key, head.owner, entryValue(head))
   tidy(q)
-  return head.owner
+  notify(channel, string.format('%s\n%d:%s%s', lock, #head.id, head.id, head.owner))
+  return true
 end
 -- prepare checks every key a script may write before it writes anything, so that a key that is not
 -- what the scripts write there is left exactly as it is, and so is the lock: the lock at lock
@@ -555,15 +587,31 @@ local function prepare(lock, owner, probe, marker, queue, fence, onGrant)
 end
 -- free deletes the lock, whose last hold was just removed, and sends a release notice; with q,
 -- it first grants the key to the head of the queue if it asked for that (grant: fence and latest
--- as there), and the notice then names the owner and the request ID of its entry:
--- "<lock>\n<length of the ID>:<ID><owner>".
+-- as there), and the notice then names the owner and the request ID of its entry.
 local function free(lock, channel, q, fence, latest)
   redis.call('del', lock)
-  local head = q and q.entries[1]
-  local to = q and grant(q, lock, fence, latest)
-  if to then
-    notify(channel, string.format('%s\n%d:%s%s', lock, #head.id, head.id, to))
-  else
+  if not (q and grant(q, lock, channel, fence, latest)) then
     notify(channel, lock)
+  end
+end
+-- leavePermit takes owner's permit out of the semaphore at lock read as s (readReaders), which
+-- other permits hold: the head of q takes it when the head asked for a permit of s's limit
+-- (grant: fence and latest as there), else a notice on channel wakes the waiters. s is spent.
+local function leavePermit(s, owner, q, lock, channel, fence, latest)
+  local head = q and q.entries[1]
+  if head and head.grant and head.limit == s.limit then
+    dropReader(s, owner)
+    grant(q, lock, channel, fence, latest, s)
+  else
+    writeReaders(s, owner, 0)
+    notify(channel, lock)
+  end
+end
+-- endGrant deletes owner's grant record from q, if it has one: the grant was taken, and its last
+-- hold is released.
+local function endGrant(q, owner)
+  if q and forget(q.granted, owner) then
+    redis.call('hdel', q.key, owner)
+    tidy(q)
   end
 end

@@ -11,7 +11,8 @@
 --          for a take-back, that acquire wrote no marker; for a release, no marker is needed
 --          when no hold of the owner's is left); 's' the hold to release is a shared one (else
 --          exclusive); 'q' the queue and the counter are passed: a release that frees the
---          key grants it to the head of the queue if it asked for that (lib.lua: grant)
+--          key, or a permit of it, grants it to the head of the queue if it asked for that
+--          (lib.lua: grant)
 -- ARGV[4]  with 'n' and without 'u': how long, in ms, the marker of a release that leaves the
 --          owner no hold lives (locker.ReleaseRequest.ReplyWindow); absent or 0: no marker
 -- A marker lives 20000 ms (locker.RequestWindow), but for ARGV[4].
@@ -24,8 +25,9 @@
 -- passes to shared mode with it as the only reader, its lease unchanged, and a notice wakes the
 -- readers that wait. A reader that releases its last hold leaves, and the key's TTL runs to the
 -- end of the longest lease left; the last one deletes the key. A reader whose lease has ended
--- has nothing to release. A semaphore's holder that releases its last hold frees its permit, and
--- a notice wakes the waiters even while other permits hold the key.
+-- has nothing to release. A semaphore's holder that releases its last hold frees its permit: the
+-- head of the queue takes it when it asked for a permit of the semaphore's limit (its notice wakes
+-- it alone), else a notice wakes the waiters, even while other permits hold the key.
 -- A release sent again changes nothing but its marker's lifetime (a write, for a WAIT after it:
 -- see acquire.lua); the marker reports the first outcome. A fresh owner's release that leaves it
 -- no hold writes a marker that lives ARGV[4] ms, or none: sent again later, it finds the owner
@@ -128,18 +130,13 @@ if state == 'exclusive' then
 elseif r > 0 then
   writeReaders(rs, owner, r) -- its lease unchanged
   return r
-else
-  local permit = rs.limit > 0
-  if writeReaders(rs, owner, 0) then
-    if permit then
-      notify(ARGV[2], lock) -- a semaphore's permit is free
-    end
-    return 0 -- other readers hold the key, which lives as long as their leases
-  end
+elseif rs.limit > 0 and rs.live > 1 then
+  endGrant(q, owner)
+  leavePermit(rs, owner, q, lock, ARGV[2], fence, latest) -- the head of the queue may take it
+  return 0
+elseif writeReaders(rs, owner, 0) then
+  return 0 -- other readers hold the key, which lives as long as their leases
 end
-if q and forget(q.granted, owner) then
-  redis.call('hdel', q.key, owner) -- the owner's grant record: the grant was taken, and is over
-  tidy(q)
-end
+endGrant(q, owner)
 free(lock, ARGV[2], q, fence, latest)
 return 0
