@@ -46,7 +46,10 @@
 -- frees the key while it is at the head gives the key to its owner with that lease, tells it so
 -- in its notice with that ID (so that the owner can tell a grant made after its last request
 -- from an older one), and turns the entry into a grant record, kind 'g', whose deadline is the
--- grant's lease; the owner's next acquire (or its Dequeue) ends it. Entries are in ticket order; an
+-- grant's lease; the owner's next acquire (or its Dequeue) ends it. A permit request's entry
+-- ('s' or 'r') that asked for a grant has ":p<n>" before them, the semaphore's limit: the release
+-- that ends a permit of a semaphore of n while it is at the head (or frees the key) gives its
+-- owner a permit (grant). Entries are in ticket order; an
 -- entry whose deadline has passed is dead: ignored, and deleted when the script writes the
 -- queue. The queue's TTL is kept at its latest deadline, so that a queue of dead entries
 -- vanishes by itself.
