@@ -551,8 +551,8 @@ end
 -- (lockState, with owner and probe as there), then the companions the script passes, each nil
 -- when it passes none: the request marker at marker (counter), the wait queue at queue
 -- (loadQueue) and the fencing counter at fence (counter). With onGrant, the counter is read only
--- when a grant to the head of the queue would draw a token from it (a release that frees the key:
--- see grant). It returns the lock's state and owner's field (lockState), the marker's value (nil
+-- when a grant to the head of the queue would draw a token from it (a release that frees the key
+-- or a permit: see grant). It returns the lock's state and owner's field (lockState), the marker's value (nil
 -- when not passed, false when the marker does not exist), the queue (nil when not passed), the
 -- latest fencing token (0 without a counter, or when it is not read) and whether the lock is
 -- QUIET; or, for the first key that is not what the scripts write, an error reply as its first
