@@ -219,19 +219,8 @@ func (c *connFlags) parse(raw string) (*redisURL, *tls.Config, error) {
 	return r, cfg, nil
 }
 
-// standIn, when not nil, is asked first for every URL that a command connects to (connectURL):
-// when it takes raw (ok), its conn is used instead of a Redis server's. Only cmd/locker's tests
-// set it, so that the commands can run on a backend that no flag reaches (semserver_test.go: the
-// memory backend, served to the test's processes). Default nil: Redis URLs only.
-var standIn func(ctx context.Context, raw string) (cn *conn, ok bool, err error)
-
 // connectURL connects to the server at raw (with c.password if raw has none).
 func (c *connFlags) connectURL(ctx context.Context, raw string) (*conn, error) {
-	if standIn != nil {
-		if cn, ok, err := standIn(ctx, raw); ok {
-			return cn, err
-		}
-	}
 	r, cfg, err := c.parse(raw)
 	if err != nil {
 		return nil, err
