@@ -85,7 +85,7 @@ func run(b *testing.B, names ...string) {
 		}
 		// rueidislock's stall guard costs a timer per Lock: only where Lock waits.
 		contended := strings.HasPrefix(name, "contention")
-		libs := append(slices.Clip(ours), redislockLib(addr), redsyncLib(addr), rueidislockLib(addr, contended))
+		libs := append(slices.Clip(ours), redislockLib(addr), redsyncLib(addr), rueidislockLib(addr, contended), counterSemaphoreLib(addr))
 		for _, lib := range libs {
 			if name == "floor" && lib.Name != lib.Driver {
 				continue // a peer's floor is its driver's, measured once
@@ -116,6 +116,10 @@ func BenchmarkContention(b *testing.B) { run(b, "contention-shared", "contention
 
 // Fair hand-offs (a client each) and readers: only ours has them; the peers are skipped.
 func BenchmarkKinds(b *testing.B) { run(b, "contention-fair", "readers", "readers-writer") }
+
+// 16 goroutines take permits of a semaphore of 4, holding one 100µs (-hold): one shared client,
+// and a client each. Only ours and the counter semaphore (counter_semaphore_test.go) have them.
+func BenchmarkSemaphore(b *testing.B) { run(b, "semaphore-shared", "semaphore-separate") }
 
 // Re-entry to depth 3: only ours re-enters; the peers are skipped.
 func BenchmarkReentry(b *testing.B) { run(b, "reentry-3") }
