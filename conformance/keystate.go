@@ -261,13 +261,7 @@ func (s *keyState) admitsPermit(owner string, limit int, fair bool) bool {
 	if s.held() && len(s.holds) >= limit {
 		return false
 	}
-	for _, e := range s.queue {
-		if !fair || e.owner == owner {
-			return true
-		}
-		return false
-	}
-	return true
+	return !fair || len(s.queue) == 0 || s.queue[0].owner == owner
 }
 
 // soonest returns the window of the end of the first holder's lease to end: when a semaphore's
