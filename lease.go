@@ -25,8 +25,8 @@ type Lease struct {
 	unlockTimeout time.Duration // bounds Unlock (WithUnlockTimeout)
 	renew         bool
 	shared        bool   // a shared hold (RLock), or a semaphore's permit
-	limit         int    // a semaphore's permits (Acquire); 0 for a lock
 	fresh         bool   // owner is a fresh token of this Client's (ReleaseRequest.Fresh)
+	limit         int32  // a semaphore's permits (Acquire); 0 for a lock (beside the bools: a Lease stays within 568 bytes, one size class with its malloc header)
 	releaseID     string // the request ID of the release of this lease (made with the acquire's)
 	outer         *Lease // the lease whose context this one's was derived from, if any
 	seq           uint64 // Client.seq when it was registered: orders it against the hold's operations
@@ -85,7 +85,7 @@ func (l *Lease) Limit() int {
 	if l == nil {
 		return 0
 	}
-	return l.limit
+	return int(l.limit)
 }
 
 // Token returns the lock's fencing token when the lease was obtained with WithFencing, and 0

@@ -687,7 +687,7 @@ func (c *Client) newLease(ctx context.Context, r *request, res Acquisition, sent
 	l := &Lease{
 		client: c, key: r.key, fullKey: r.full, owner: r.owner, token: res.Token,
 		holds: res.Holds, ttl: cfg.ttl, unlockTimeout: cfg.unlock, renew: cfg.renew, outer: outerLease(ctx), turn: r.turn,
-		shared: r.shared, limit: r.limit, fresh: r.fresh, releaseID: r.releaseID,
+		shared: r.shared, limit: int32(r.limit), fresh: r.fresh, releaseID: r.releaseID,
 	}
 	l.values = leaseValues{parent: ctx, lease: l}
 	if c.cfg.obs != nil {
@@ -710,9 +710,9 @@ func (c *Client) giveBack(ctx context.Context, l *Lease, cause error) error {
 	defer cancel()
 	_, _ = c.backend.Release(rctx, ReleaseRequest{Key: l.fullKey, Owner: l.owner, ID: c.ids.next(), Shared: l.shared, Fresh: l.fresh})
 	if cause == ErrLockLost {
-		return lostReentry(l.key, l.limit)
+		return lostReentry(l.key, int(l.limit))
 	}
-	return display.Errorf("locker: %s %s: %w", opName(l.limit), display.Key(l.key), cause)
+	return display.Errorf("locker: %s %s: %w", opName(int(l.limit)), display.Key(l.key), cause)
 }
 
 // opStart returns the seq of the hold (full, owner) before an operation that will reset its

@@ -3,6 +3,7 @@ package locker
 import (
 	"context"
 	"errors"
+	"math"
 
 	"github.com/hashlock/locker/internal/display"
 )
@@ -55,8 +56,8 @@ func (c *Client) checkLimit(limit int) error {
 		return display.Errorf("the backend (%T) has no semaphores (it is no locker.Semaphorer): %w", c.backend, errors.ErrUnsupported)
 	case limit < 1:
 		return display.Errorf("%w: a semaphore needs 1 to %d permits", ErrInvalid, s.MaxLimit())
-	case limit > s.MaxLimit():
-		return display.Errorf("%w: a semaphore of %d permits is over the backend's limit of %d", ErrInvalid, limit, s.MaxLimit())
+	case limit > min(s.MaxLimit(), math.MaxInt32):
+		return display.Errorf("%w: a semaphore of %d permits is over the backend's limit of %d", ErrInvalid, limit, min(s.MaxLimit(), math.MaxInt32))
 	}
 	return nil
 }

@@ -70,7 +70,11 @@ func (b *Backend) Acquire(ctx context.Context, req locker.AcquireRequest) (locke
 	}
 	var names [4]string
 	companionNames(req.Key, suffixes, [4]string{req.ID}, &names)
-	buf := make([]string, 12) // keys and args in one allocation: at most 4 keys, then 8 args
+	size := 11 // keys and args in one allocation: at most 4 keys, then 7 args (8 for a permit)
+	if permit {
+		size++
+	}
+	buf := make([]string, size)
 	keys := buf[:1:4]
 	keys[0] = req.Key
 	for _, name := range names[:3] {
