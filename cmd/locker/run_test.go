@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 //	locker ARGS   is the locker command, with this process's stdio and signals
 func helper(args []string) int {
 	switch {
-	case len(args) == 3 && args[0] == "holds":
+	case len(args) == 3 && (args[0] == "holds" || args[0] == "permits"):
 		cn, err := (&connFlags{urls: urlList{args[1]}, driver: "goredis"}).connect(context.Background())
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -62,22 +62,11 @@ func helper(args []string) int {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 97
+		}
+		if args[0] == "permits" {
+			fmt.Printf("taken %d ", len(st.Holders))
 		}
 		fmt.Printf("holds %d\n", st.Holds)
-		return 0
-	case len(args) == 3 && args[0] == "permits":
-		cn, err := (&connFlags{urls: urlList{args[1]}, driver: "goredis"}).connect(context.Background())
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 97
-		}
-		defer cn.close()
-		st, err := locker.New(cn.Locker).Inspect(context.Background(), args[2])
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 97
-		}
-		fmt.Printf("taken %d holds %d\n", len(st.Holders), st.Holds)
 		return 0
 	case len(args) == 2 && args[0] == "slot":
 		return slot(args[1])
