@@ -13,10 +13,7 @@ import (
 
 // client runs one subtest per property of a Client on the backend.
 func (s *suite) client(t *testing.T) {
-	props := []struct {
-		name string
-		body func(e *env)
-	}{
+	s.properties(t, []property{
 		{"Reentry", reentry},
 		{"ReentryResetsLease", reentryResetsLease},
 		{"ReentryAfterLoss", reentryAfterLoss},
@@ -47,10 +44,7 @@ func (s *suite) client(t *testing.T) {
 		{"LostReleaseReply", lostReleaseReply},
 		{"InspectOwner", inspectOwner},
 		{"NotALock", notALock},
-	}
-	for _, p := range props {
-		t.Run(p.name, func(t *testing.T) { s.inCase(t, p.body) })
-	}
+	})
 }
 
 // ok returns v, failing the test on err: ok(c.Lock(ctx, key))(t).

@@ -16,6 +16,7 @@ package conformance
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -85,6 +86,25 @@ func Run(t *testing.T, f Factory) {
 type suite struct {
 	f   Factory
 	ttl time.Duration
+}
+
+// property is one Client property of the suite: a subtest name and its body, run as a case.
+type property struct {
+	name string
+	body func(e *env)
+}
+
+// properties runs each of props as a subtest of t, in a case of its own (inCase).
+func (s *suite) properties(t *testing.T, props []property) {
+	for _, p := range props {
+		t.Run(p.name, func(t *testing.T) { s.inCase(t, p.body) })
+	}
+}
+
+// raise makes most at least n: the highest count a property saw.
+func raise(most *atomic.Int32, n int32) {
+	for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+	}
 }
 
 // env is what a case works with: the backend behind a probe that counts and can fail calls, the

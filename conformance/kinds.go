@@ -22,10 +22,7 @@ func (s *suite) kinds(t *testing.T) {
 		t.Skip("the backend is no locker.KindLocker: no shared holds or wait queues to check")
 	}
 	t.Run("Model", s.kindsModel)
-	props := []struct {
-		name string
-		body func(e *env)
-	}{
+	s.properties(t, []property{
 		{"Exclusion", kindsExclusion},
 		{"ReaderSharing", readerSharing},
 		{"ReaderLeases", readerLeases},
@@ -43,10 +40,7 @@ func (s *suite) kinds(t *testing.T) {
 		{"SharedFencing", sharedFencing},
 		{"SharedRequestIDs", sharedRequestIDs},
 		{"Grants", grants},
-	}
-	for _, p := range props {
-		t.Run(p.name, func(t *testing.T) { s.inCase(t, p.body) })
-	}
+	})
 }
 
 // On a backend that is no KindLocker, RLock, TryRLock and a fair Lock return an error wrapping
@@ -114,8 +108,7 @@ func kindsExclusion(e *env) {
 				}
 				if reader {
 					n := inR.Add(1)
-					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-					}
+					raise(&most, n)
 					if w := inW.Load(); w != 0 {
 						t.Errorf("a reader inside with %d writers", w)
 					}

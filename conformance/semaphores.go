@@ -22,10 +22,7 @@ func (s *suite) semaphores(t *testing.T) {
 		t.Skip("the backend is no locker.Semaphorer: no semaphores to check")
 	}
 	t.Run("Model", func(t *testing.T) { s.check(t, permitHolds) })
-	props := []struct {
-		name string
-		body func(e *env)
-	}{
+	s.properties(t, []property{
 		{"Exclusion", permitExclusion},
 		{"TryAcquire", tryAcquire},
 		{"LimitMismatch", limitMismatch},
@@ -37,10 +34,7 @@ func (s *suite) semaphores(t *testing.T) {
 		{"NoticeWakesWaiter", permitNoticeWakesWaiter},
 		{"HandOff", permitHandOff},
 		{"Grants", permitGrants},
-	}
-	for _, p := range props {
-		t.Run(p.name, func(t *testing.T) { s.inCase(t, p.body) })
-	}
+	})
 }
 
 // On a backend that is no Semaphorer, Acquire and TryAcquire return an error wrapping
@@ -85,8 +79,7 @@ func permitExclusion(e *env) {
 						return
 					}
 					k := inside.Add(1)
-					for m := most.Load(); k > m && !most.CompareAndSwap(m, k); m = most.Load() {
-					}
+					raise(&most, k)
 					if k > n {
 						t.Errorf("%d holders inside a semaphore of %d", k, n)
 					}
